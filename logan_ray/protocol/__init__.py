@@ -1,0 +1,1 @@
+"""Sans-IO codec of the Kafka wire protocol: pure functions over bytes."""

@@ -1,0 +1,68 @@
+"""Typed storage errors.
+
+Each error carries the Kafka error code a broker would answer with, so the
+gateway can translate any storage failure into the right wire response without
+a lookup table of its own.
+"""
+from __future__ import annotations
+
+
+class LoganError(Exception):
+    """Base of every logan-ray error; ``code`` is the Kafka protocol error code."""
+
+    code: int = -1  # UNKNOWN_SERVER_ERROR
+    retriable: bool = False
+
+
+class CorruptRecordError(LoganError):
+    """A batch failed validation (CRC, framing) on the wire or on disk."""
+
+    code = 2  # CORRUPT_MESSAGE
+
+    def __init__(self, message: str, *, path: str | None = None, position: int | None = None):
+        if path is not None:
+            message = f"{message} (file {path}, position {position})"
+        super().__init__(message)
+        self.path = path
+        self.position = position
+
+
+class InvalidRecordError(LoganError):
+    """A batch is well framed but its content breaks a rule (magic, counts...)."""
+
+    code = 87  # INVALID_RECORD
+
+
+class RecordTooLargeError(LoganError):
+    """A batch exceeds ``max.message.bytes``."""
+
+    code = 10  # MESSAGE_TOO_LARGE
+
+
+class OffsetOutOfRangeError(LoganError):
+    """A read asked for an offset outside [log start, log end]."""
+
+    code = 1  # OFFSET_OUT_OF_RANGE
+
+
+class InvalidConfigError(LoganError):
+    """An unknown topic config name or a bad value."""
+
+    code = 40  # INVALID_CONFIG
+
+
+class UnsupportedCompressionError(LoganError):
+    """A batch uses a compression codec id this build does not know."""
+
+    code = 76  # UNSUPPORTED_COMPRESSION_TYPE
+
+
+class InvalidTimestampError(LoganError):
+    code = 32  # INVALID_TIMESTAMP
+
+
+class LogClosedError(LoganError):
+    """The partition log was closed (or deleted) while a call was using it."""
+
+    code = 6  # NOT_LEADER_OR_FOLLOWER: the client should refresh and retry
+    retriable = True
