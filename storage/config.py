@@ -1,0 +1,253 @@
+"""Per-topic configuration with Kafka's names, types, ranges and defaults.
+
+Kafka clients send topic configs as strings (CreateTopics, AlterConfigs) and
+expect them back as strings (DescribeConfigs), so parsing, validation and
+rendering live together here and every broker path shares one definition.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, NamedTuple
+
+from .errors import InvalidConfigError
+
+LONG_MAX = 9223372036854775807
+LONG_MIN = -9223372036854775808
+INT_MAX = 2147483647
+INT_MIN = -2147483648
+
+CREATE_TIME = "CreateTime"
+LOG_APPEND_TIME = "LogAppendTime"
+
+
+class _Spec(NamedTuple):
+    attr: str
+    kind: str  # "int", "long", "double", "timestamp_type", "cleanup_policy"
+    default: Any
+    minimum: float | None = None
+    maximum: float | None = None
+
+
+# Ranges follow Kafka's TopicConfig/LogConfig validators.
+_SPECS: dict[str, _Spec] = {
+    "segment.bytes": _Spec("segment_bytes", "int", 1073741824, 14, INT_MAX),
+    "segment.ms": _Spec("segment_ms", "long", 604800000, 1, LONG_MAX),
+    "retention.ms": _Spec("retention_ms", "long", 604800000, -1, LONG_MAX),
+    "retention.bytes": _Spec("retention_bytes", "long", -1, -1, LONG_MAX),
+    "index.interval.bytes": _Spec("index_interval_bytes", "int", 4096, 0, INT_MAX),
+    "segment.index.bytes": _Spec("segment_index_bytes", "int", 10485760, 4, INT_MAX),
+    "max.message.bytes": _Spec("max_message_bytes", "int", 1048588, 0, INT_MAX),
+    "message.timestamp.type": _Spec("message_timestamp_type", "timestamp_type", CREATE_TIME),
+    "cleanup.policy": _Spec("cleanup_policy", "cleanup_policy", "delete"),
+    "flush.messages": _Spec("flush_messages", "long", LONG_MAX, 1, LONG_MAX),
+    "flush.ms": _Spec("flush_ms", "long", LONG_MAX, 0, LONG_MAX),
+    "min.insync.replicas": _Spec("min_insync_replicas", "int", 1, 1, INT_MAX),
+    "delete.retention.ms": _Spec("delete_retention_ms", "long", 86400000, 0, LONG_MAX),
+    "min.cleanable.dirty.ratio": _Spec("min_cleanable_dirty_ratio", "double", 0.5, 0.0, 1.0),
+    "min.compaction.lag.ms": _Spec("min_compaction_lag_ms", "long", 0, 0, LONG_MAX),
+    "file.delete.delay.ms": _Spec("file_delete_delay_ms", "long", 60000, 0, LONG_MAX),
+}
+
+CONFIG_NAMES: tuple[str, ...] = tuple(_SPECS)
+_ATTR_TO_NAME = {spec.attr: name for name, spec in _SPECS.items()}
+
+
+class ConfigEntry(NamedTuple):
+    """One DescribeConfigs row."""
+
+    name: str
+    value: str
+    is_default: bool
+
+
+def _bad(name: str, value: Any, why: str) -> InvalidConfigError:
+    return InvalidConfigError(f"invalid value {value!r} for topic config {name!r}: {why}")
+
+
+def _parse_integer(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise _bad(name, value, "expected an integer, got a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        digits = text[1:] if text[:1] in "+-" else text
+        if digits.isascii() and digits.isdigit():
+            return int(text)
+        raise _bad(name, value, "expected an integer")
+    raise _bad(name, value, f"expected an integer or a string, got {type(value).__name__}")
+
+
+def _parse_double(name: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise _bad(name, value, "expected a number, got a boolean")
+    if isinstance(value, (int, float)):
+        result = float(value)
+    elif isinstance(value, str):
+        try:
+            result = float(value.strip())
+        except ValueError:
+            raise _bad(name, value, "expected a number") from None
+    else:
+        raise _bad(name, value, f"expected a number or a string, got {type(value).__name__}")
+    if not math.isfinite(result):
+        raise _bad(name, value, "expected a finite number")
+    return result
+
+
+def _parse_timestamp_type(name: str, value: Any) -> str:
+    if isinstance(value, str):
+        for choice in (CREATE_TIME, LOG_APPEND_TIME):
+            if value.strip() == choice:
+                return choice
+    raise _bad(name, value, f"must be {CREATE_TIME!r} or {LOG_APPEND_TIME!r}")
+
+
+def _parse_cleanup_policy(name: str, value: Any) -> str:
+    if isinstance(value, (list, tuple, set, frozenset)):
+        parts = [str(p).strip() for p in value]
+    elif isinstance(value, str):
+        parts = [p.strip() for p in value.split(",")]
+    else:
+        raise _bad(name, value, "must be 'delete', 'compact' or 'compact,delete'")
+    if not parts or any(p not in ("delete", "compact") for p in parts):
+        raise _bad(name, value, "must be 'delete', 'compact' or 'compact,delete'")
+    # One canonical spelling, so equality and DescribeConfigs are stable.
+    return ",".join(sorted(set(parts)))
+
+
+def _parse(name: str, value: Any) -> Any:
+    spec = _SPECS[name]
+    if spec.kind in ("int", "long"):
+        parsed: Any = _parse_integer(name, value)
+    elif spec.kind == "double":
+        parsed = _parse_double(name, value)
+    elif spec.kind == "timestamp_type":
+        return _parse_timestamp_type(name, value)
+    else:
+        return _parse_cleanup_policy(name, value)
+    if spec.minimum is not None and parsed < spec.minimum:
+        raise _bad(name, value, f"must be at least {_render(spec.minimum)}")
+    if spec.maximum is not None and parsed > spec.maximum:
+        raise _bad(name, value, f"must be at most {_render(spec.maximum)}")
+    return parsed
+
+
+def _render(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        # Kafka renders doubles like Java: 0.5, 1.0
+        return repr(value)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """Immutable, validated topic config; attributes use snake_case Kafka names.
+
+    Build it from client input with :meth:`from_dict` (or ``TopicConfig()`` for
+    all defaults); derive a changed copy with :meth:`with_overrides`. Direct
+    keyword construction is validated too, so an instance is always legal.
+    """
+
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    retention_ms: int = 604800000
+    retention_bytes: int = -1
+    index_interval_bytes: int = 4096
+    segment_index_bytes: int = 10485760
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = CREATE_TIME
+    cleanup_policy: str = "delete"
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    min_insync_replicas: int = 1
+    delete_retention_ms: int = 86400000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    file_delete_delay_ms: int = 60000
+
+    def __post_init__(self) -> None:
+        for name, spec in _SPECS.items():
+            raw = getattr(self, spec.attr)
+            object.__setattr__(self, spec.attr, _parse(name, raw))
+
+    # -- construction -----------------------------------------------------
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any] | None = None) -> "TopicConfig":
+        """Parse Kafka-named settings (``{"retention.ms": "1000"}``); unknown names fail."""
+        return cls().with_overrides(values or {})
+
+    def with_overrides(self, values: Mapping[str, Any]) -> "TopicConfig":
+        """A copy with the given Kafka-named settings changed (AlterConfigs)."""
+        if not isinstance(values, Mapping):
+            raise InvalidConfigError(f"topic config must be a mapping of names to values, got {type(values).__name__}")
+        changes: dict[str, Any] = {}
+        for name, value in values.items():
+            spec = _SPECS.get(name) if isinstance(name, str) else None
+            if spec is None:
+                raise InvalidConfigError(f"unknown topic config {name!r} (value {value!r})")
+            if value is None:
+                raise _bad(name, value, "a value is required")
+            changes[spec.attr] = _parse(name, value)
+        if not changes:
+            return self
+        current = {spec.attr: getattr(self, spec.attr) for spec in _SPECS.values()}
+        current.update(changes)
+        return TopicConfig(**current)
+
+    # -- reading ------------------------------------------------------------
+    def get(self, name: str) -> Any:
+        """Typed value by Kafka name."""
+        spec = _SPECS.get(name)
+        if spec is None:
+            raise InvalidConfigError(f"unknown topic config {name!r}")
+        return getattr(self, spec.attr)
+
+    def to_dict(self) -> dict[str, str]:
+        """Every setting as Kafka name -> string, the form DescribeConfigs sends."""
+        return {name: _render(getattr(self, spec.attr)) for name, spec in _SPECS.items()}
+
+    def overrides(self) -> dict[str, str]:
+        """Only the settings that differ from Kafka's defaults (for persisting a topic)."""
+        return {entry.name: entry.value for entry in self.describe() if not entry.is_default}
+
+    def describe(self, names: Iterable[str] | None = None) -> list[ConfigEntry]:
+        """(name, value, is_default) rows; ``names`` restricts and orders them."""
+        selected = list(_SPECS) if names is None else list(names)
+        rows = []
+        for name in selected:
+            spec = _SPECS.get(name)
+            if spec is None:
+                raise InvalidConfigError(f"unknown topic config {name!r}")
+            value = getattr(self, spec.attr)
+            rows.append(ConfigEntry(name, _render(value), value == spec.default))
+        return rows
+
+    # -- derived helpers used by the log -----------------------------------
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @property
+    def deletes(self) -> bool:
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def compacts(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
+
+
+DEFAULTS: Mapping[str, str] = MappingProxyType(TopicConfig().to_dict())
+
+
+__all__ = [
+    "TopicConfig",
+    "ConfigEntry",
+    "CONFIG_NAMES",
+    "DEFAULTS",
+    "CREATE_TIME",
+    "LOG_APPEND_TIME",
+    "LONG_MAX",
+]
