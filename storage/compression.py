@@ -149,6 +149,17 @@ def _unsnappy(data: Buffer) -> bytes:
     return b"".join(parts)
 
 
+def compress_snappy_xerial(data: Buffer, block_size: int = 32 * 1024) -> bytes:
+    """Snappy in the xerial framing Java producers write (for interop tests and tools)."""
+    mv = memoryview(data)
+    parts = [XERIAL_MAGIC, _I32.pack(1), _I32.pack(1)]
+    for i in range(0, len(mv), block_size):
+        block = bytes(cramjam.snappy.compress_raw(mv[i : i + block_size]))
+        parts.append(_I32.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
 def _unlz4(data: Buffer) -> bytes:
     d = lz4.frame.LZ4FrameDecompressor()
     out = d.decompress(bytes(data))

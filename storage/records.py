@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 import time
 from dataclasses import dataclass
-from typing import Sequence, Union
+from typing import Iterator, NamedTuple, Sequence, Union
 
 import crc32c as _crc32c
 
@@ -67,6 +67,30 @@ class Record:
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
+    # Hand-written so construction costs half of the generated frozen
+    # __init__ (which looks up object.__setattr__ for every field).
+    def __init__(
+        self,
+        offset: int,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: tuple[tuple[str, bytes | None], ...] = (),
+    ) -> None:
+        _setattr(self, "offset", offset)
+        _setattr(self, "timestamp", timestamp)
+        _setattr(self, "key", key)
+        _setattr(self, "value", value)
+        _setattr(self, "headers", headers)
+
+
+_setattr = object.__setattr__
+# Slot setters: the decoder fills records through these, skipping __init__.
+_SET_OFFSET = Record.offset.__set__  # type: ignore[attr-defined]
+_SET_TIMESTAMP = Record.timestamp.__set__  # type: ignore[attr-defined]
+_SET_KEY = Record.key.__set__  # type: ignore[attr-defined]
+_SET_VALUE = Record.value.__set__  # type: ignore[attr-defined]
+_SET_HEADERS = Record.headers.__set__  # type: ignore[attr-defined]
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
@@ -290,6 +314,8 @@ def _decode_blob(data: bytes, h: BatchHeader) -> list[Record]:
     dv = decode_varint
     dl = decode_varlong
     R = Record
+    new = object.__new__
+    so, st, sk, sv, sh = _SET_OFFSET, _SET_TIMESTAMP, _SET_KEY, _SET_VALUE, _SET_HEADERS
     base_off = h.base_offset
     base_ts = h.base_timestamp
     lat = h.is_log_append_time
@@ -329,7 +355,13 @@ def _decode_blob(data: bytes, h: BatchHeader) -> list[Record]:
                 od = Z[b]
                 p += 1
             else:
-                od, p = dv(data, p)
+                b2 = data[p + 1]
+                if b2 < 0x80:
+                    u = (b & 0x7F) | (b2 << 7)
+                    od = (u >> 1) ^ -(u & 1)
+                    p += 2
+                else:
+                    od, p = dv(data, p)
             # key
             b = data[p]
             if b < 0x80:
@@ -370,13 +402,19 @@ def _decode_blob(data: bytes, h: BatchHeader) -> list[Record]:
                 p += 1
                 if p != end:
                     raise _bad(f"record length {ln} does not match its fields", start)
-                append(R(base_off + od, max_ts if lat else base_ts + tsd, key, value))
+                hdrs = ()
             else:
                 hc, p = dv(data, p)
                 hdrs, p = _decode_headers(data, p, hc)
                 if p != end:
                     raise _bad(f"record length {ln} does not match its fields", start)
-                append(R(base_off + od, max_ts if lat else base_ts + tsd, key, value, hdrs))
+            r = new(R)
+            so(r, base_off + od)
+            st(r, max_ts if lat else base_ts + tsd)
+            sk(r, key)
+            sv(r, value)
+            sh(r, hdrs)
+            append(r)
     except IndexError:
         raise _bad(f"records truncated ({n} bytes for {h.record_count} records)", start) from None
     except CorruptRecordError as exc:
@@ -412,3 +450,130 @@ def decode_records(buf: Buffer, *, verify_crc: bool = True, include_control: boo
             out.extend(recs)
         pos += h.size
     return out
+
+
+# ------------------------------------------------------- raw (compaction) view
+
+
+class RawRecord(NamedTuple):
+    """Where one record sits in a batch's (decompressed) records blob.
+
+    Compaction only needs the key, whether the value is a tombstone and the
+    record's bytes to copy: ``blob[start:end]`` is the whole record, length
+    prefix included, still valid under the batch's base offset/timestamp.
+    """
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value_is_null: bool
+    start: int
+    end: int
+
+
+class RawBatch(NamedTuple):
+    header: BatchHeader
+    blob: bytes  # decompressed records
+    records: list[RawRecord]
+
+
+def scan_batch_raw(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> RawBatch:
+    """Decode just what compaction needs from the batch at ``pos``."""
+    h = _check_header(buf, pos, verify_crc)
+    data = _records_blob(buf, pos, h)
+    dv = decode_varint
+    base_off = h.base_offset
+    base_ts = h.base_timestamp
+    lat = h.is_log_append_time
+    out: list[RawRecord] = []
+    n = len(data)
+    p = 0
+    for _ in range(h.record_count):
+        start = p
+        ln, p = dv(data, p)
+        end = p + ln
+        if ln < 0 or end > n:
+            raise _bad(f"record length {ln} overruns the records ({n} bytes)", start)
+        p += 1  # attributes
+        tsd, p = decode_varlong(data, p)
+        od, p = dv(data, p)
+        kl, p = dv(data, p)
+        if kl >= 0:
+            key: bytes | None = data[p : p + kl]
+            p += kl
+        elif kl == -1:
+            key = None
+        else:
+            raise _bad(f"key length {kl}", start)
+        vl, p = dv(data, p)
+        if vl < -1:
+            raise _bad(f"value length {vl}", start)
+        if p + max(vl, 0) > end:
+            raise _bad("value overruns its record", start)
+        out.append(RawRecord(base_off + od, h.max_timestamp if lat else base_ts + tsd, key, vl == -1, start, end))
+        p = end
+    if p != n:
+        raise _bad(f"{n - p} trailing bytes after {h.record_count} records", p)
+    return RawBatch(h, data, out)
+
+
+def iter_batch_records_raw(buf: Buffer, pos: int = 0, *, verify_crc: bool = True) -> Iterator[RawRecord]:
+    """The records of ``scan_batch_raw`` alone, for callers that only inspect keys."""
+    return iter(scan_batch_raw(buf, pos, verify_crc=verify_crc).records)
+
+
+def rebuild_batch(
+    header: BatchHeader,
+    blob: Buffer,
+    keep: Sequence[RawRecord],
+    *,
+    compression: int | str | None = None,
+    keep_last_offset_delta: bool = False,
+    compression_level: int | None = None,
+) -> bytes:
+    """Re-pack the kept records of a scanned batch without re-encoding them.
+
+    Base offset, base timestamp, producer state and attributes are kept, so
+    every kept record's deltas stay valid byte-for-byte. As in Kafka's
+    cleaner, lastOffsetDelta becomes the last kept record's unless
+    ``keep_last_offset_delta`` (which preserves the producer's last sequence).
+    With no records kept this yields an empty batch that keeps producer state.
+    """
+    mv = memoryview(blob)
+    records = b"".join([mv[r.start : r.end] for r in keep])
+    codec = header.compression if compression is None else codec_id(compression)
+    if codec != NONE:
+        records = compress(codec, records, compression_level)
+    if keep and not keep_last_offset_delta:
+        last_delta = keep[-1].offset - header.base_offset
+    else:
+        last_delta = header.last_offset_delta
+    if header.is_log_append_time or not keep:
+        max_ts = header.max_timestamp
+    else:
+        max_ts = max(r.timestamp for r in keep)
+    attributes = (header.attributes & ~0x07) | codec
+    tail = _TAIL.pack(
+        attributes,
+        last_delta,
+        header.base_timestamp,
+        max_ts,
+        header.producer_id,
+        header.producer_epoch,
+        header.base_sequence,
+        len(keep),
+    )
+    crc = _crc32c.crc32c(records, _crc32c.crc32c(tail))
+    return b"".join(
+        (
+            _PREFIX.pack(
+                header.base_offset,
+                HEADER_SIZE - LOG_OVERHEAD + len(records),
+                header.partition_leader_epoch,
+                MAGIC,
+                crc,
+            ),
+            tail,
+            records,
+        )
+    )
