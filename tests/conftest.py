@@ -1,0 +1,38 @@
+"""Session-wide fixtures: one embedded Ray runtime and one logan-ray broker per test session.
+
+Ray takes seconds to start and every actor is a process, so tests share one
+runtime and isolate themselves with unique topic names instead.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # every Ray listener on 127.0.0.1
+
+
+@pytest.fixture(scope="session")
+def broker_dir(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("logan-ray-data"))
+
+
+@pytest.fixture(scope="session")
+def client(broker_dir):
+    """A logan-ray client on an embedded single-node Ray, closed (and Ray stopped) at session end."""
+    import ray
+
+    import logan_ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    c = logan_ray.connect(data_dir=broker_dir)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def topic_name(request) -> str:
+    base = "".join(ch if ch.isalnum() else "-" for ch in request.node.name)[:60]
+    return f"{base}-{uuid.uuid4().hex[:8]}"
