@@ -99,8 +99,10 @@ def now_ms() -> int:
 # ---------------------------------------------------------------- building
 
 # _MID0[i] = timestampDelta 0, offsetDelta i, null key: the constant middle of
-# a record in the common producer case. Built lazily (2.5 MB) on first use.
+# a record in the common producer case; _MID0K[i] the same without the null
+# key marker, for keyed records. Built lazily (~5 MB) on first use.
 _MID0: tuple[bytes, ...] | None = None
+_MID0K: tuple[bytes, ...] | None = None
 
 
 def _mid0() -> tuple[bytes, ...]:
@@ -108,6 +110,13 @@ def _mid0() -> tuple[bytes, ...]:
     if _MID0 is None:
         _MID0 = tuple(b"\x00\x00" + v + b"\x01" for v in VARINT)
     return _MID0
+
+
+def _mid0k() -> tuple[bytes, ...]:
+    global _MID0K
+    if _MID0K is None:
+        _MID0K = tuple(b"\x00\x00" + v for v in VARINT)
+    return _MID0K
 
 
 def _enc_bytes(b: bytes | None) -> bytes:
@@ -150,6 +159,33 @@ def _records_fast(values: Sequence[bytes]) -> bytes | None:
     for v in values:
         n = lens[i]
         ext((V[n + VL[n] + VL[i] + 4], M[i], V[n], v, Z))
+        i += 1
+    return b"".join(parts)
+
+
+def _records_fast_keyed(values: Sequence[bytes], keys: Sequence[bytes]) -> bytes | None:
+    """Like _records_fast with non-null keys; None if any key/value is null or huge."""
+    count = len(values)
+    if count > TABLE_SIZE:
+        return None
+    try:
+        lens = list(map(len, values))
+        klens = list(map(len, keys))
+    except TypeError:  # a None key or value
+        return None
+    if max(lens) + max(klens) > TABLE_SIZE - 32:
+        return None
+    V = VARINT
+    VL = VARINT_LEN
+    M = _mid0k()
+    Z = b"\x00"
+    parts: list[bytes] = []
+    ext = parts.extend
+    i = 0
+    for v in values:
+        n = lens[i]
+        kn = klens[i]
+        ext((V[n + VL[n] + kn + VL[kn] + VL[i] + 3], M[i], V[kn], keys[i], V[n], v, Z))
         i += 1
     return b"".join(parts)
 
@@ -230,8 +266,8 @@ def build_batch(
             ts_deltas = [t - base_ts for t in timestamps]
 
     records = None
-    if keys is None and headers is None and ts_deltas is None:
-        records = _records_fast(values)
+    if headers is None and ts_deltas is None:
+        records = _records_fast(values) if keys is None else _records_fast_keyed(values, keys)
     if records is None:
         records = _records_general(values, keys, headers, ts_deltas)
 

@@ -124,6 +124,12 @@ def test_byte_identical_uncompressed_encoding(name, builder_cls, reader_cls, cod
     )
     assert ours[HEADER_SIZE:] == theirs[HEADER_SIZE:]
     validate_batch(theirs)
+    # keyed and unkeyed fast paths (one timestamp, no headers, no nulls)
+    for keyed in (True, False):
+        plain = [((b"key%d" % i) if keyed else None, b"val" * (i % 60), [], 1000) for i in range(3000)]
+        theirs = foreign_batch(builder_cls, 0, plain, range(len(plain)))
+        ours = build_batch([r[1] for r in plain], [r[0] for r in plain] if keyed else None, timestamps=1000)
+        assert ours[HEADER_SIZE:] == theirs[HEADER_SIZE:]
 
 
 def test_log_append_time_matches_clients():

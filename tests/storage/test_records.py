@@ -78,6 +78,22 @@ def test_fast_and_general_paths_agree():
     assert decode_batch(general2)[1][1:] == decode_batch(fast)[1][1:]
 
 
+def test_keyed_fast_path_matches_general_encoder():
+    from logan_ray.storage import records as mod
+
+    values = [b"v" * (i % 400) for i in range(2000)]
+    keys = [b"k" * (i % 150) for i in range(2000)]
+    fast = mod._records_fast_keyed(values, keys)
+    assert fast is not None
+    assert fast == mod._records_general(values, keys, None, None)
+    assert mod._records_fast_keyed(values, [None] + keys[1:]) is None  # null key -> general path
+    assert mod._records_fast(values) == mod._records_general(values, None, None, None)
+    batch = build_batch(values, keys, timestamps=9, base_offset=3)
+    assert [(r.offset, r.key, r.value) for r in decode_batch(batch)[1]] == [
+        (3 + i, keys[i], values[i]) for i in range(2000)
+    ]
+
+
 def test_exact_wire_bytes_of_one_record():
     batch = build_batch([b"hi"], [b"k"], headers=[[("h", None)]], timestamps=1000, base_offset=7)
     rec = batch[HEADER_SIZE:]
