@@ -24,7 +24,6 @@ import crc32c as _crc32c
 
 from .batch_header import (
     CONTROL_BIT,
-    HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
@@ -248,7 +247,7 @@ def build_batch(
             raise ValueError(f"{len(headers)} header lists for {count} values")
         if not any(headers):
             headers = None
-    if keys is not None and all(k is None for k in keys):
+    if keys is not None and list(keys).count(None) == count:
         keys = None
     codec = codec_id(compression)
 

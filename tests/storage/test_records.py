@@ -94,6 +94,24 @@ def test_keyed_fast_path_matches_general_encoder():
     ]
 
 
+def test_more_records_than_the_varint_tables():
+    n = 70_000  # offset deltas past the 65536-entry tables take the general path
+    batch = build_batch([b"%d" % i for i in range(n)], timestamps=1, compression="lz4")
+    h, recs = decode_batch(batch)
+    assert h.last_offset_delta == n - 1 and len(recs) == n
+    assert recs[-1] == Record(n - 1, 1, None, b"%d" % (n - 1))
+
+
+def test_decode_from_offset_in_bytearray_and_memoryview():
+    b1 = build_batch([b"a"], timestamps=1)
+    b2 = build_batch([b"b", b"c"], [b"k", None], timestamps=2, base_offset=1, compression="snappy")
+    buf = bytearray(b1 + b2)
+    for view in (buf, memoryview(buf), bytes(buf)):
+        h, recs = decode_batch(view, len(b1))
+        assert h.base_offset == 1 and [r.value for r in recs] == [b"b", b"c"]
+        assert isinstance(recs[0].value, bytes) and isinstance(recs[0].key, bytes)
+
+
 def test_exact_wire_bytes_of_one_record():
     batch = build_batch([b"hi"], [b"k"], headers=[[("h", None)]], timestamps=1000, base_offset=7)
     rec = batch[HEADER_SIZE:]
