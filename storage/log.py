@@ -1,0 +1,773 @@
+"""The log of one topic partition: append, locate/read, timestamps, retention, durability.
+
+A partition folder holds segment files (see :mod:`.segment`) plus three small
+files: the recovery point (offset fsynced to), the log start offset (moved by
+retention and DeleteRecords) and a clean-shutdown marker written by
+``close()``. Batches are stored exactly as received, with only the
+broker-owned header fields patched, so fetches can ``sendfile`` them.
+
+Locking: one re-entrant lock guards all state and every file access except
+fsync, which runs on duplicated descriptors outside it so a flush (possibly
+from another thread) never blocks appends or reads for the duration of the
+disk write.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+import time
+from bisect import bisect_right
+from typing import Callable, NamedTuple
+
+from .batch_header import TIMESTAMP_TYPE_BIT, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch
+from .config import TopicConfig
+from .errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    LogClosedError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    UnsupportedCompressionError,
+)
+from .index import MAX_RELATIVE_OFFSET
+from .recovery import (
+    CLEAN_SHUTDOWN_FILE,
+    LOG_START_FILE,
+    RECOVERY_POINT_FILE,
+    RecoveryReport,
+    fsync_dir,
+    load_segments,
+    read_checkpoint,
+    write_checkpoint,
+)
+from .retention import SegmentFacts, deletable_prefix
+from .segment import BatchRef, CorruptBatch, FileSlice, Segment
+
+log = logging.getLogger(__name__)
+
+MAX_COMPRESSION_CODEC = 4  # none, gzip, snappy, lz4, zstd
+
+# ListOffsets special timestamps, accepted by offset_for_timestamp for convenience.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+
+class AppendInfo(NamedTuple):
+    base_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    log_start_offset: int
+    record_count: int
+    size: int
+
+
+class SegmentInfo(NamedTuple):
+    base_offset: int
+    next_offset: int
+    size: int
+    max_timestamp: int
+    path: str
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class _RollFlusher:
+    """Background fsync of rolled segments, as Kafka's scheduler does after a roll.
+
+    Rolled segments must become durable so the recovery point can move past
+    them (bounding recovery to the active segment), but an fsync of up to
+    ``segment.bytes`` must not stall the append that triggered the roll.
+    """
+
+    def __init__(self, plog: "PartitionLog"):
+        self._log = plog
+        self._cond = threading.Condition()
+        self._target = 0
+        self._done = 0
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def request(self, upto: int) -> None:
+        with self._cond:
+            if self._stopping:
+                return
+            self._target = max(self._target, upto)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=f"flush-{self._log.name}", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._target <= self._done and not self._stopping:
+                    self._cond.wait()
+                if self._target <= self._done:
+                    return
+                target = self._target
+            try:
+                self._log._flush_to(target)
+            except Exception:  # pragma: no cover - disk errors; the next flush() raises them
+                log.exception("background flush of %s failed", self._log.name)
+            with self._cond:
+                self._done = max(self._done, target)
+                self._cond.notify_all()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+
+
+class PartitionLog:
+    """An append-only, segmented, crash-recoverable Kafka partition log.
+
+    ``directory`` is the partition folder (``<data-dir>/<topic>-<partition>``),
+    created if missing. ``clock`` returns milliseconds and drives LogAppendTime,
+    ``segment.ms``, ``flush.ms`` and retention (tests inject one).
+    ``verify="full"`` CRC-checks every segment on open and reports corrupt
+    acknowledged batches in :attr:`recovery_report` instead of trusting them.
+    """
+
+    def __init__(
+        self,
+        directory: str,
+        config: TopicConfig | None = None,
+        *,
+        clock: Callable[[], int] | None = None,
+        verify: str = "normal",
+    ):
+        if verify not in ("normal", "full"):
+            raise ValueError(f"verify must be 'normal' or 'full', not {verify!r}")
+        self.directory = os.path.abspath(directory)
+        self.name = os.path.basename(self.directory.rstrip(os.sep))
+        self._config = config if config is not None else TopicConfig()
+        self._clock = clock or _wall_clock_ms
+        self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()
+        self._closed = False
+        os.makedirs(self.directory, exist_ok=True)
+
+        marker = os.path.join(self.directory, CLEAN_SHUTDOWN_FILE)
+        clean = os.path.exists(marker)
+        self._recovery_point = read_checkpoint(self._path(RECOVERY_POINT_FILE)) or 0
+        log_start = read_checkpoint(self._path(LOG_START_FILE)) or 0
+        now = self._clock()
+        segments, report = load_segments(
+            self.directory,
+            index_bytes=self._config.segment_index_bytes,
+            index_interval=self._config.index_interval_bytes,
+            clean=clean,
+            recovery_point=self._recovery_point,
+            log_start=log_start,
+            full=verify == "full",
+            now_ms=now,
+        )
+        self._segments: list[Segment] = segments
+        self._bases = [s.base_offset for s in segments]
+        self._log_end = segments[-1].next_offset
+        self._log_start = min(max(log_start, segments[0].base_offset), self._log_end)
+        if self._recovery_point > self._log_end:
+            self._recovery_point = self._log_end
+            write_checkpoint(self._path(RECOVERY_POINT_FILE), self._log_end, durable=True)
+        if clean:
+            self._recovery_point = self._log_end
+        self.recovery_report: RecoveryReport = report
+        if report.truncated_bytes or report.corrupt or report.segments_scanned:
+            log.log(
+                logging.WARNING if report.truncated_bytes or report.corrupt else logging.INFO,
+                "%s recovered in %.3f s: scanned %d bytes in %d segments, truncated %d bytes, %d corrupt batches kept",
+                self.name, report.duration_s, report.bytes_scanned, report.segments_scanned,
+                report.truncated_bytes, len(report.corrupt),
+            )
+        if clean:
+            # From now on a crash must be detected: the marker goes, durably.
+            os.remove(marker)
+            fsync_dir(self.directory)
+        self._pending_deletes: list[tuple[int, Segment]] = []
+        self._last_flush_ms = now
+        self._flusher = _RollFlusher(self)
+        self._stats = {
+            "appends": 0, "appended_bytes": 0, "appended_records": 0, "rolls": 0, "flushes": 0,
+            "reads": 0, "read_bytes": 0, "segments_deleted": 0,
+        }
+
+    # ------------------------------------------------------------- properties
+    def _path(self, name: str) -> str:
+        return os.path.join(self.directory, name)
+
+    @property
+    def config(self) -> TopicConfig:
+        return self._config
+
+    def update_config(self, config: TopicConfig) -> None:
+        """Apply new topic settings; index settings take effect from the next segment."""
+        with self._lock:
+            self._config = config
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to be assigned."""
+        return self._log_end
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        with self._lock:
+            return sum(s.size for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def segments(self) -> list[SegmentInfo]:
+        with self._lock:
+            return [SegmentInfo(s.base_offset, s.next_offset, s.size, s.max_timestamp, s.path) for s in self._segments]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def stats(self) -> dict[str, int | float | str]:
+        with self._lock:
+            out: dict[str, int | float | str] = dict(self._stats)
+            out.update(
+                name=self.name,
+                log_start_offset=self._log_start,
+                log_end_offset=self._log_end,
+                recovery_point=self._recovery_point,
+                size_bytes=sum(s.size for s in self._segments),
+                segment_count=len(self._segments),
+                pending_deletes=len(self._pending_deletes),
+                verified_bytes=sum(s.verified.covered() for s in self._segments),
+                corrupt_batches=sum(len(s.corrupt) for s in self._segments),
+                recovery_seconds=self.recovery_report.duration_s,
+            )
+            return out
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"partition log {self.name} is closed")
+
+    # ------------------------------------------------------------------ append
+    def append(self, data: bytes | bytearray | memoryview, *, leader_epoch: int | None = None) -> AppendInfo:
+        """Validate and append one or more concatenated v2 batches, all or nothing.
+
+        Every batch is checked (framing, magic, CRC32C, counts, size) before a
+        single byte is written; offsets are assigned by patching base offsets,
+        so record bytes are never re-encoded. One ``pwrite`` per call.
+        """
+        buf = bytearray(data)  # our own copy: offsets get patched
+        total = len(buf)
+        config = self._config
+        if total == 0:
+            raise InvalidRecordError("produce data holds no record batches")
+        headers = []
+        pos = 0
+        records = 0
+        while pos < total:
+            where = f"batch {len(headers)} at byte {pos} of {total}"
+            try:
+                h = validate_batch(buf, pos)
+            except (CorruptRecordError, InvalidRecordError) as e:
+                raise type(e)(f"{where}: {e}") from None
+            if h.size > config.max_message_bytes:
+                raise RecordTooLargeError(
+                    f"{where}: batch of {h.size} bytes exceeds max.message.bytes={config.max_message_bytes}"
+                )
+            if h.last_offset_delta != h.record_count - 1:
+                raise InvalidRecordError(
+                    f"{where}: last offset delta {h.last_offset_delta} does not match record count {h.record_count}"
+                )
+            if h.compression > MAX_COMPRESSION_CODEC:
+                raise UnsupportedCompressionError(f"{where}: unknown compression codec id {h.compression}")
+            headers.append((pos, h))
+            records += h.record_count
+            pos += h.size
+        if total > config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"produce data of {total} bytes in {len(headers)} batches exceeds max.message.bytes={config.max_message_bytes}"
+            )
+
+        rolled_at = None
+        with self._lock:
+            self._check_open()
+            now = self._clock()
+            first_offset = self._log_end
+            last_offset = first_offset + records - 1
+            seg = self._segments[-1]
+            if self._should_roll(seg, total, now, last_offset):
+                seg = self._roll(now)
+                rolled_at = seg.base_offset
+            lat = config.log_append_time
+            offset = first_offset
+            batches = []
+            for bpos, h in headers:
+                set_base_offset(buf, offset, bpos)
+                if leader_epoch is not None:
+                    set_partition_leader_epoch(buf, leader_epoch, bpos)
+                if lat:
+                    set_log_append_time(buf, now, bpos)
+                    max_ts = now
+                else:
+                    max_ts = h.max_timestamp
+                batches.append((bpos, offset, offset + h.last_offset_delta, max_ts, h.size))
+                offset += h.last_offset_delta + 1
+            seg.append(buf, batches, now)
+            self._log_end = offset
+            st = self._stats
+            st["appends"] += 1
+            st["appended_bytes"] += total
+            st["appended_records"] += records
+            log_start = self._log_start
+            need_flush = (
+                self._log_end - self._recovery_point >= config.flush_messages
+                or now - self._last_flush_ms >= config.flush_ms
+            )
+        if rolled_at is not None:
+            self._flusher.request(rolled_at)
+        if need_flush:
+            self.flush()
+        return AppendInfo(first_offset, offset - 1, now if lat else -1, log_start, records, total)
+
+    def _should_roll(self, seg: Segment, size: int, now: int, last_offset: int) -> bool:
+        if seg.size == 0:
+            return False  # an empty segment takes anything, even an oversize append
+        config = self._config
+        return (
+            seg.size + size > config.segment_bytes
+            or (seg.rolling_base_ms is not None and now - seg.rolling_base_ms >= config.segment_ms)
+            or seg.index.is_full
+            or seg.timeindex.is_full
+            or last_offset - seg.base_offset > MAX_RELATIVE_OFFSET
+        )
+
+    def _roll(self, now: int) -> Segment:
+        old = self._segments[-1]
+        old.seal()
+        new = Segment.create(
+            self.directory,
+            self._log_end,
+            index_bytes=self._config.segment_index_bytes,
+            index_interval=self._config.index_interval_bytes,
+        )
+        self._segments.append(new)
+        self._bases.append(new.base_offset)
+        self._stats["rolls"] += 1
+        log.debug("%s rolled a new segment at offset %d", self.name, new.base_offset)
+        return new
+
+    def roll(self) -> None:
+        """Start a new segment now (if the active one holds data)."""
+        with self._lock:
+            self._check_open()
+            if self._segments[-1].size == 0:
+                return
+            new = self._roll(self._clock())
+        self._flusher.request(new.base_offset)
+
+    # ------------------------------------------------------------------- flush
+    def flush(self) -> None:
+        """fsync everything appended so far and move the recovery point to the log end."""
+        with self._lock:
+            self._check_open()
+            upto = self._log_end
+        self._flush_to(upto)
+
+    def _flush_to(self, upto: int) -> None:
+        with self._flush_lock:
+            with self._lock:
+                if self._closed:
+                    return
+                started = self._clock()
+                jobs: list[tuple[Segment, int, bool]] = []
+                active = self._segments[-1]
+                for seg in self._segments:
+                    if seg.base_offset >= upto and seg is not active:
+                        break
+                    if seg is active:
+                        if upto > self._recovery_point:
+                            jobs.append((seg, seg.dup_fd(), False))
+                    elif not seg.durable:
+                        jobs.append((seg, seg.dup_fd(), True))
+                if not jobs and upto <= self._recovery_point:
+                    return
+            try:
+                for seg, fd, sealed in jobs:
+                    try:
+                        os.fdatasync(fd)
+                    finally:
+                        os.close(fd)
+                    if sealed:
+                        try:
+                            seg.sync_indexes()
+                        except FileNotFoundError:
+                            pass  # deleted by retention meanwhile
+            except BaseException:
+                for _, fd, _ in jobs:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+                raise
+            with self._lock:
+                for seg, _, sealed in jobs:
+                    if sealed:
+                        seg.durable = True
+                self._last_flush_ms = started
+                self._stats["flushes"] += 1
+                advanced = upto > self._recovery_point
+                if advanced:
+                    self._recovery_point = upto
+                closed = self._closed
+            if advanced and not closed:
+                write_checkpoint(self._path(RECOVERY_POINT_FILE), upto, durable=False)
+
+    # -------------------------------------------------------------------- reads
+    def locate(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True
+    ) -> list[FileSlice]:
+        """Batch-aligned file ranges holding data from ``offset`` on, for ``sendfile``.
+
+        The batch containing ``offset`` is included whole. ``max_offset`` is an
+        exclusive bound (a high watermark): only batches wholly below it are
+        returned. With ``min_one`` the first batch is returned even if it is
+        larger than ``max_bytes``. Every returned byte has been CRC-checked by
+        this process (on append, recovery or here, once).
+        """
+        with self._lock:
+            return [FileSlice(seg.path, pos, length) for seg, pos, length in self._locate(offset, max_bytes, max_offset, min_one)]
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True) -> bytes:
+        """Like :meth:`locate` but returns the concatenated (CRC-checked) batch bytes."""
+        with self._lock:
+            parts = [seg.pread(pos, length) for seg, pos, length in self._locate(offset, max_bytes, max_offset, min_one)]
+            data = parts[0] if len(parts) == 1 else b"".join(parts)
+            self._stats["reads"] += 1
+            self._stats["read_bytes"] += len(data)
+            return data
+
+    def read_records(self, offset: int, max_bytes: int = 1 << 20, *, max_offset: int | None = None) -> list:
+        """Decoded records from ``offset`` on (convenience; the broker serves bytes)."""
+        from .records import decode_records
+
+        data = self.read(offset, max_bytes, max_offset=max_offset)
+        records = decode_records(data)
+        if records and records[0].offset < offset:
+            records = [r for r in records if r.offset >= offset]
+        return records
+
+    def _out_of_range(self, offset: int) -> OffsetOutOfRangeError:
+        return OffsetOutOfRangeError(
+            f"offset {offset} is out of range for partition {self.name}: "
+            f"valid offsets are {self._log_start} (log start) to {self._log_end} (log end)"
+        )
+
+    def _locate(self, offset: int, max_bytes: int, max_offset: int | None, min_one: bool) -> list[tuple[Segment, int, int]]:
+        self._check_open()
+        if not isinstance(offset, int) or offset < self._log_start or offset > self._log_end:
+            raise self._out_of_range(offset)
+        limit = self._log_end if max_offset is None else min(max_offset, self._log_end)
+        out: list[tuple[Segment, int, int]] = []
+        if offset >= limit:
+            return out
+        total = 0
+        i = max(0, bisect_right(self._bases, offset) - 1)
+        first = True
+        while i < len(self._segments):
+            seg = self._segments[i]
+            i += 1
+            if offset >= seg.next_offset:
+                continue
+            run_start = run_end = -1
+            stop = False
+            try:
+                walk = seg.batches_from(offset)
+                for ref, kind, reason in walk:
+                    bad = seg.corrupt.get(ref.position)
+                    if kind is not None or bad is not None:
+                        if first:
+                            raise CorruptRecordError(
+                                f"cannot serve offset {max(offset, ref.base_offset)}: corrupt batch "
+                                f"({reason or bad.reason})", path=seg.path, position=ref.position,
+                            )
+                        stop = True
+                        break
+                    if ref.last_offset >= limit:
+                        stop = True
+                        break
+                    if first:
+                        if not min_one and ref.size > max_bytes:
+                            stop = True
+                            break
+                    elif total + ref.size > max_bytes:
+                        stop = True
+                        break
+                    if run_start < 0:
+                        run_start = ref.position
+                    run_end = ref.position + ref.size
+                    total += ref.size
+                    first = False
+            except CorruptRecordError:
+                if not out and run_start < 0:
+                    raise
+                stop = True
+            if run_start >= 0:
+                good_end, bad = seg.ensure_verified(run_start, run_end)
+                if good_end < run_end:
+                    stop = True
+                    if good_end == run_start and not out:
+                        raise CorruptRecordError(
+                            f"cannot serve offset {max(offset, bad.offset)}: corrupt batch ({bad.reason})",
+                            path=seg.path, position=bad.position,
+                        )
+                if good_end > run_start:
+                    out.append((seg, run_start, good_end - run_start))
+            if stop or seg.next_offset >= limit:
+                break
+            offset = seg.next_offset
+        return out
+
+    # --------------------------------------------------------------- timestamps
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record with timestamp >= ``timestamp`` (ListOffsets).
+
+        The time index narrows the search to one batch range; only the one
+        candidate batch is decoded. Special values: -1 gives (log end, -1),
+        -2 gives (log start, -1), -3 is :meth:`max_timestamp_offset`.
+        """
+        with self._lock:
+            self._check_open()
+            if timestamp == LATEST_TIMESTAMP:
+                return self._log_end, -1
+            if timestamp == EARLIEST_TIMESTAMP:
+                return self._log_start, -1
+            if timestamp == MAX_TIMESTAMP:
+                return self.max_timestamp_offset()
+            if timestamp < 0:
+                raise InvalidTimestampError(f"cannot look up negative timestamp {timestamp}")
+            log_start = self._log_start
+            for seg in self._segments:
+                if seg.next_offset <= log_start or seg.max_timestamp < timestamp:
+                    continue
+                start = max(seg.timeindex.lookup_before(timestamp), log_start, seg.base_offset)
+                for ref in self._good_batches(seg, start):
+                    if ref.max_timestamp < timestamp or ref.last_offset < log_start:
+                        continue
+                    hit = self._first_record(seg, ref, lambda ts: ts >= timestamp, log_start)
+                    if hit is not None:
+                        return hit
+            return None
+
+    def max_timestamp_offset(self) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record holding the largest timestamp (ListOffsets -3)."""
+        with self._lock:
+            self._check_open()
+            log_start = self._log_start
+            live = [s for s in self._segments if s.next_offset > log_start and s.max_timestamp >= 0]
+            if not live:
+                return None
+            seg = max(live, key=lambda s: s.max_timestamp)  # first segment reaching the max
+            target = seg.max_timestamp
+            start = max(seg.offset_of_max, log_start, seg.base_offset)
+            for ref in self._good_batches(seg, start):
+                if ref.max_timestamp == target and ref.last_offset >= log_start:
+                    hit = self._first_record(seg, ref, lambda ts: ts == target, log_start)
+                    if hit is not None:
+                        return hit
+            # The record holding the max lies below the log start (DeleteRecords):
+            # find the largest remaining timestamp the slow way.
+            best: tuple[Segment, BatchRef] | None = None
+            for s in live:
+                for ref in self._good_batches(s, max(s.base_offset, log_start)):
+                    if best is None or ref.max_timestamp > best[1].max_timestamp:
+                        best = (s, ref)
+            if best is None or best[1].max_timestamp < 0:
+                return None
+            value = best[1].max_timestamp
+            return self._first_record(best[0], best[1], lambda ts: ts == value, log_start)
+
+    def _good_batches(self, seg: Segment, offset: int):
+        for ref, kind, reason in seg.batches_from(offset):
+            if kind is not None:
+                raise CorruptRecordError(f"corrupt batch near offset {ref.base_offset}: {reason}", path=seg.path, position=ref.position)
+            yield ref
+
+    def _first_record(self, seg: Segment, ref: BatchRef, match: Callable[[int], bool], log_start: int) -> tuple[int, int] | None:
+        if ref.attributes & TIMESTAMP_TYPE_BIT:
+            # LogAppendTime: every record carries the batch timestamp.
+            return (max(ref.base_offset, log_start), ref.max_timestamp) if match(ref.max_timestamp) else None
+        from .records import decode_batch
+
+        data = seg.pread(ref.position, ref.size)
+        try:
+            _, records = decode_batch(data, verify_crc=True)
+        except CorruptRecordError as e:
+            raise CorruptRecordError(str(e), path=seg.path, position=ref.position) from None
+        for r in records:
+            if r.offset >= log_start and match(r.timestamp):
+                return r.offset, r.timestamp
+        return None
+
+    # ---------------------------------------------------------------- retention
+    def apply_retention(self, now_ms: int | None = None) -> int:
+        """Delete whole closed segments past retention.ms / retention.bytes; returns how many."""
+        with self._lock:
+            self._check_open()
+            now = self._clock() if now_ms is None else now_ms
+            facts = [SegmentFacts(s.base_offset, s.next_offset, s.size, s.max_timestamp, s.path) for s in self._segments]
+            count = deletable_prefix(facts, self._config, now, self._log_start)
+            if count:
+                self._drop_prefix(count, now)
+            self._purge(now)
+            return count
+
+    def delete_records(self, before_offset: int, *, high_watermark: int | None = None) -> int:
+        """Kafka DeleteRecords: move the log start offset up to ``before_offset``; returns the new low watermark.
+
+        ``-1`` means the high watermark (the log end unless given). The new
+        start is persisted before any file goes, so a crash cannot resurrect
+        deleted records.
+        """
+        with self._lock:
+            self._check_open()
+            hw = self._log_end if high_watermark is None else min(high_watermark, self._log_end)
+            target = hw if before_offset == -1 else before_offset
+            if not isinstance(target, int) or target < 0 or target > hw:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before offset {before_offset} in partition {self.name}: "
+                    f"it must be -1 or between 0 and the high watermark {hw} (log start {self._log_start})"
+                )
+            if target > self._log_start:
+                self._log_start = target
+                write_checkpoint(self._path(LOG_START_FILE), target, durable=True)
+                now = self._clock()
+                count = 0
+                while count < len(self._segments) - 1 and self._segments[count + 1].base_offset <= target:
+                    count += 1
+                if count:
+                    self._drop_prefix(count, now)
+                self._purge(now)
+            return self._log_start
+
+    def _drop_prefix(self, count: int, now: int) -> None:
+        dropped = self._segments[:count]
+        del self._segments[:count]
+        del self._bases[:count]
+        new_start = max(self._log_start, self._segments[0].base_offset)
+        if new_start != self._log_start or not os.path.exists(self._path(LOG_START_FILE)):
+            self._log_start = new_start
+            write_checkpoint(self._path(LOG_START_FILE), new_start, durable=True)
+        due = now + self._config.file_delete_delay_ms
+        # Files stay a while (file.delete.delay.ms) so in-flight sendfile() of
+        # slices handed out earlier still find them; a restart removes them anyway.
+        self._pending_deletes.extend((due, seg) for seg in dropped)
+        self._stats["segments_deleted"] += count
+        log.info("%s deleted %d segments; log start offset now %d", self.name, count, self._log_start)
+
+    def _purge(self, now: int | None) -> None:
+        keep = []
+        for due, seg in self._pending_deletes:
+            if now is None or due <= now:
+                seg.delete_files()
+            else:
+                keep.append((due, seg))
+        self._pending_deletes = keep
+
+    # ---------------------------------------------------------- verification
+    def verify(self) -> list[CorruptBatch]:
+        """CRC-check every batch of every segment; report, never truncate.
+
+        Bad batches found are remembered so reads of them raise
+        CorruptRecordError naming the file and position.
+        """
+        found: list[CorruptBatch] = []
+        with self._lock:
+            segments = list(self._segments)
+        for i, seg in enumerate(segments):
+            with self._lock:  # one segment at a time, so appends are not blocked for long
+                self._check_open()
+                if seg not in self._segments:
+                    continue
+                outcome = seg.scan(check_crc=True, is_last=False)
+                for c in outcome.corrupt:
+                    seg.corrupt.setdefault(c.position, c)
+                for s, e in outcome.verified:
+                    seg.verified.add(s, e)
+                for p, (rp, ro) in outcome.holes.items():
+                    if ro >= 0:
+                        seg.holes.setdefault(p, (rp, ro))
+                found.extend(outcome.corrupt)
+        for c in found:
+            log.error("verification: corrupt batch in %s at position %d (offset %d): %s", c.path, c.position, c.offset, c.reason)
+        return found
+
+    # ---------------------------------------------------------------- lifecycle
+    def close(self) -> None:
+        """Flush everything, persist indexes and checkpoints, then mark a clean shutdown."""
+        if self._closed:
+            return
+        self._flusher.stop()
+        self.flush()
+        with self._flush_lock, self._lock:
+            if self._closed:
+                return
+            active = self._segments[-1]
+            active.seal()
+            for seg in self._segments:
+                if not seg.durable:
+                    seg.write_indexes()
+                    seg.sync_indexes()
+            write_checkpoint(self._path(RECOVERY_POINT_FILE), self._log_end, durable=True)
+            write_checkpoint(self._path(LOG_START_FILE), self._log_start, durable=True)
+            self._purge(None)
+            for seg in self._segments:
+                seg.close()
+            self._closed = True
+            marker = self._path(CLEAN_SHUTDOWN_FILE)
+            with open(marker, "w") as f:
+                f.write(f"{self._log_end}\n")
+                f.flush()
+                os.fsync(f.fileno())
+            fsync_dir(self.directory)
+
+    def delete(self) -> None:
+        """Remove the partition folder and everything in it."""
+        self._flusher.stop()
+        with self._flush_lock, self._lock:
+            self._closed = True
+            for seg in self._segments:
+                seg.close()
+            for _, seg in self._pending_deletes:
+                seg.close()
+            self._pending_deletes = []
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> "PartitionLog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.directory!r}, offsets [{self._log_start}, {self._log_end}), {len(self._segments)} segments)"
+
+
+__all__ = ["PartitionLog", "AppendInfo", "SegmentInfo", "FileSlice", "CorruptBatch", "RecoveryReport"]

@@ -1,0 +1,234 @@
+"""Opening a partition folder: find segments, trust or rescan them, report.
+
+Rules (close to Kafka's):
+
+* A clean-shutdown marker means every segment and index was flushed by
+  ``close()``: indexes are loaded after sanity checks, nothing is rescanned.
+* Otherwise segments from the one holding the recovery point (the offset the
+  log was last fsynced to) are rescanned with CRC checks and their indexes
+  rebuilt. A bad batch at or after the recovery point was never acknowledged
+  as durable, so it and everything after it is truncated. A bad batch before
+  it is acknowledged data: it is reported and kept, never truncated away.
+* ``full=True`` CRC-scans every segment and reports, without truncating
+  acknowledged data.
+* Indexes are derived: any index that fails its checks is rebuilt.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, CorruptBatch, Segment, parse_segment_name
+
+log = logging.getLogger(__name__)
+
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
+_STRAY_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+
+
+@dataclass
+class RecoveryReport:
+    """What opening the log found and did; kept as ``PartitionLog.recovery_report``."""
+
+    clean_shutdown: bool = False
+    full_verification: bool = False
+    recovery_point: int = 0
+    segments: int = 0
+    segments_trusted: int = 0
+    segments_scanned: int = 0
+    bytes_scanned: int = 0
+    batches_scanned: int = 0
+    indexes_rebuilt: int = 0
+    truncated_bytes: int = 0
+    truncated_at_offset: int | None = None
+    truncate_reason: str = ""
+    deleted_segments: list[int] = field(default_factory=list)
+    corrupt: list[CorruptBatch] = field(default_factory=list)
+    duration_s: float = 0.0
+
+
+# -- small checkpoint files -------------------------------------------------------
+
+def fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_checkpoint(path: str, value: int, *, durable: bool) -> None:
+    """Replace a one-number checkpoint atomically (temp file + rename).
+
+    ``durable=False`` skips the fsyncs: used for the recovery point after each
+    flush, where a stale value after a power loss only means a longer rescan.
+    """
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(f"{value}\n")
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+    if durable:
+        fsync_dir(os.path.dirname(path) or ".")
+
+
+def read_checkpoint(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    text = text.strip()
+    if not text.isdigit():
+        log.warning("ignoring unreadable checkpoint %s: %r", path, text[:40])
+        return None
+    return int(text)
+
+
+# -- loading ------------------------------------------------------------------
+
+def list_segment_bases(directory: str) -> list[int]:
+    """Base offsets of the ``.log`` files; removes leftovers that are not data."""
+    bases = []
+    names = os.listdir(directory)
+    logs = {b for n in names if (b := parse_segment_name(n)) is not None}
+    for name in names:
+        path = os.path.join(directory, name)
+        if name.endswith(_STRAY_SUFFIXES):
+            _remove(path)
+            continue
+        for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+            base = parse_segment_name(name, suffix)
+            if base is not None and base not in logs:
+                _remove(path)  # an index whose log is gone
+    bases = sorted(logs)
+    return bases
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+
+
+def load_segments(
+    directory: str,
+    *,
+    index_bytes: int,
+    index_interval: int,
+    clean: bool,
+    recovery_point: int,
+    log_start: int,
+    full: bool,
+    now_ms: int,
+) -> tuple[list[Segment], RecoveryReport]:
+    """Open every segment of a partition folder and make the set consistent."""
+    started = time.perf_counter()
+    report = RecoveryReport(clean_shutdown=clean, full_verification=full, recovery_point=recovery_point)
+    bases = list_segment_bases(directory)
+
+    def make(base: int) -> Segment:
+        return Segment(directory, base, index_bytes=index_bytes, index_interval=index_interval)
+
+    # Segments wholly below the log start offset were deleted logically
+    # (retention, DeleteRecords) but their files may have outlived a crash.
+    while len(bases) > 1 and bases[1] <= log_start:
+        seg = make(bases.pop(0))
+        seg.delete_files()
+        report.deleted_segments.append(seg.base_offset)
+    if not bases:
+        segments = [Segment.create(directory, log_start, index_bytes=index_bytes, index_interval=index_interval)]
+        report.segments = 1
+        report.duration_s = time.perf_counter() - started
+        return segments, report
+
+    # Index of the first segment to rescan: the one holding the recovery point.
+    if clean:
+        first_scan = len(bases)
+    else:
+        first_scan = max(0, sum(1 for b in bases if b <= recovery_point) - 1)
+
+    segments: list[Segment] = []
+    for i, base in enumerate(bases):
+        seg = make(base)
+        is_last = i == len(bases) - 1
+        next_base = bases[i + 1] if not is_last else None
+        if i < first_scan and not full:
+            if seg.load_trusted():
+                report.segments_trusted += 1
+                seg.durable = not is_last or clean
+                segments.append(seg)
+                continue
+            report.indexes_rebuilt += 1
+            log.warning("rebuilding indexes of %s: missing or inconsistent", seg.path)
+            outcome = seg.scan(check_crc=False, is_last=is_last)
+        else:
+            acked = recovery_point if i >= first_scan else 1 << 63
+            outcome = seg.scan(check_crc=True, acked_before=acked, is_last=is_last)
+            report.segments_scanned += 1
+            report.bytes_scanned += outcome.valid_end
+            report.indexes_rebuilt += 1
+        report.batches_scanned += outcome.batches
+        if next_base is not None:
+            outcome.holes = {p: (r[0], next_base if r[1] < 0 else r[1]) for p, r in outcome.holes.items()}
+            if any(r[0] >= seg.file_size() for r in outcome.holes.values()):
+                outcome.next_offset = next_base  # unreadable to the end: the next segment says where it stops
+        cut = seg.apply_scan(outcome)
+        report.corrupt.extend(outcome.corrupt)
+        seg.durable = (i < first_scan) and not is_last
+        segments.append(seg)
+        if cut or outcome.truncate_at is not None:
+            report.truncated_bytes += cut
+            report.truncated_at_offset = seg.next_offset
+            report.truncate_reason = outcome.truncate_reason
+            log.warning(
+                "truncated %d bytes of %s at position %d (offset %d): %s",
+                cut, seg.path, seg.size, seg.next_offset, outcome.truncate_reason,
+            )
+            # Everything after a truncation point is unacknowledged data too.
+            for later in bases[i + 1:]:
+                make(later).delete_files()
+                report.deleted_segments.append(later)
+            break
+
+    # An empty segment that is not the last one holds nothing; drop it so
+    # lookups never land in it.
+    kept = []
+    for j, seg in enumerate(segments):
+        if seg.size == 0 and j < len(segments) - 1:
+            seg.delete_files()
+            report.deleted_segments.append(seg.base_offset)
+        else:
+            kept.append(seg)
+    segments = kept
+    for seg, nxt in zip(segments, segments[1:]):
+        if seg.next_offset != nxt.base_offset:
+            log.warning(
+                "segment %s ends at offset %d but the next one starts at %d",
+                seg.path, seg.next_offset, nxt.base_offset,
+            )
+    active = segments[-1]
+    active.read_rolling_base(now_ms)
+    report.segments = len(segments)
+    report.duration_s = time.perf_counter() - started
+    return segments, report
+
+
+__all__ = [
+    "RecoveryReport",
+    "load_segments",
+    "read_checkpoint",
+    "write_checkpoint",
+    "fsync_dir",
+    "RECOVERY_POINT_FILE",
+    "LOG_START_FILE",
+    "CLEAN_SHUTDOWN_FILE",
+    "LOG_SUFFIX",
+]
