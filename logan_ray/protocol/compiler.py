@@ -123,6 +123,9 @@ def _reader_int32(buf: memoryview, pos: int) -> tuple[int, int]:
 
 
 def _reader_compact(buf: memoryview, pos: int) -> tuple[int, int]:
+    b = buf[pos]
+    if b < 0x80:  # lengths below 127 are one byte: skip the general varint loop
+        return b - 1, pos + 1
     n, pos = read_uvarint(buf, pos)
     return n - 1, pos
 
@@ -358,12 +361,24 @@ def _is_default_check(f: Field) -> Callable[[Any], bool]:
     return lambda v: v == default
 
 
+def _default_factory(f: Field) -> Callable[[], Any]:
+    """A cheap maker of fresh mutable defaults (lists, struct dicts) for absent fields."""
+    default = f.default_value()
+    if isinstance(default, list):
+        return list if not default else (lambda: list(default))
+    if isinstance(default, dict) and isinstance(f.type, Struct):
+        makers = [(g.name, _default_factory(g)) for g in f.type.fields]
+        return lambda: {name: make() for name, make in makers}
+    return lambda: default
+
+
 def compile_struct(fields: Sequence[Field], version: int, flexible: bool) -> tuple[Decoder, Encoder]:
     """Decoder and encoder of a struct (or a whole message body) at one version."""
-    steps: list[tuple[Any, Any]] = []  # (name, dec) or ((names...), packer)
-    encode_steps: list[tuple[Any, Any, Any]] = []  # (name, enc, default) or (names+defaults, packer, None)
+    steps: list[tuple[Any, Any]] = []  # (name, decoder) or ((names...), packer)
+    # (name, encoder, default) or ((names...), packer, (defaults...))
+    encode_steps: list[tuple[Any, Any, Any]] = []
     static_defaults: dict[str, Any] = {}
-    fresh_defaults: list[Field] = []
+    fresh_defaults: list[tuple[str, Callable[[], Any]]] = []
     tagged: list[tuple[int, Field, Decoder, Encoder]] = []
 
     group: list[Field] = []
@@ -374,7 +389,7 @@ def compile_struct(fields: Sequence[Field], version: int, flexible: bool) -> tup
         packer = _Packer(">" + "".join(g.type.code for g in group))
         names = tuple(g.name for g in group)
         steps.append((names, packer))
-        encode_steps.append((tuple((g.name, g.default_value()) for g in group), packer, None))
+        encode_steps.append((names, packer, tuple(g.default_value() for g in group)))
         group.clear()
 
     for f in fields:
@@ -382,7 +397,7 @@ def compile_struct(fields: Sequence[Field], version: int, flexible: bool) -> tup
         if not present or f.is_tagged_in(version):
             default = f.default_value()
             if isinstance(default, (list, dict)):
-                fresh_defaults.append(f)
+                fresh_defaults.append((f.name, _default_factory(f)))
             else:
                 static_defaults[f.name] = default
         if not present:
@@ -401,7 +416,10 @@ def compile_struct(fields: Sequence[Field], version: int, flexible: bool) -> tup
         close_group()
         dec, enc = compile_type(f.type, version, flexible, nullable=nullable, compact=compact)
         steps.append((f.name, dec))
-        encode_steps.append((f.name, enc, None if nullable or isinstance(f.type, (Array, Struct)) else f.default_value()))
+        # a missing key encodes as the default; None stands for "empty" where the
+        # type's encoder knows how to write that (nullable values, arrays, structs)
+        missing = None if nullable or isinstance(f.type, (Array, Struct)) else f.default_value()
+        encode_steps.append((f.name, enc, missing))
     close_group()
 
     tagged.sort(key=lambda x: x[0])
@@ -410,19 +428,26 @@ def compile_struct(fields: Sequence[Field], version: int, flexible: bool) -> tup
     steps_t = tuple(steps)
     encode_steps_t = tuple(encode_steps)
     fresh_t = tuple(fresh_defaults)
+    read_tags = flexible
+    # flexible structs without tagged fields in this version end with one 0 byte
+    empty_tags = b"\x00" if flexible and not tag_encoders else b""
+    write_tags = flexible and bool(tag_encoders)
 
     def dec(buf: memoryview, pos: int) -> tuple[Any, int]:
-        d = dict(static_defaults)
+        d = static_defaults.copy()
         for key, fdec in steps_t:
             if key.__class__ is str:
                 d[key], pos = fdec(buf, pos)
             else:
                 d.update(zip(key, fdec.unpack_from(buf, pos)))
                 pos += fdec.size
-        for f in fresh_t:
-            d[f.name] = f.default_value()
-        if flexible:
-            pos = _read_tagged(buf, pos, d, tag_decoders)
+        for name, make in fresh_t:
+            d[name] = make()
+        if read_tags:
+            if buf[pos] == 0:  # the usual case: no tagged fields at all
+                pos += 1
+            else:
+                pos = _read_tagged(buf, pos, d, tag_decoders)
         return d, pos
 
     def enc(out: Out, d: Any) -> None:
@@ -431,12 +456,13 @@ def compile_struct(fields: Sequence[Field], version: int, flexible: bool) -> tup
         get = d.get
         for key, fenc, default in encode_steps_t:
             if fenc.__class__ is _Packer:
-                out += fenc.pack(*[get(name, dv) for name, dv in key])
+                out += fenc.pack(*map(get, key, default))
             else:
-                value = get(key, default)
-                fenc(out, value)
-        if flexible:
+                fenc(out, get(key, default))
+        if write_tags:
             _write_tagged(out, d, tag_encoders)
+        else:
+            out += empty_tags
 
     return dec, enc
 
@@ -460,9 +486,6 @@ def _read_tagged(buf: memoryview, pos: int, d: dict, known: dict) -> int:
 
 
 def _write_tagged(out: Out, d: dict, encoders: list) -> None:
-    if not encoders:
-        out += b"\x00"
-        return
     present = []
     get = d.get
     for tag, name, fenc, is_default in encoders:
