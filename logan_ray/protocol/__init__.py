@@ -21,6 +21,7 @@ from .codec import (
     encode_request,
     encode_response,
     frame_size,
+    precompile,
     supported_api_versions,
 )
 from .exceptions import (
@@ -51,5 +52,6 @@ __all__ = [
     "encode_response",
     "errors",
     "frame_size",
+    "precompile",
     "supported_api_versions",
 ]

@@ -64,6 +64,19 @@ def _plan(api: Api, version: int, is_request: bool) -> tuple[Decoder, Encoder]:
     return plan
 
 
+def precompile() -> int:
+    """Compile every (api, version) plan now, so no request pays for it later.
+
+    Plans are otherwise built on first use; a gateway calls this once at start.
+    Returns the number of plans.
+    """
+    for api in APIS.values():
+        for version in range(api.min_version, api.max_version + 1):
+            _plan(api, version, True)
+            _plan(api, version, False)
+    return len(_PLANS)
+
+
 def _api(api_key: int, version: int, header: Any = None) -> Api:
     api = APIS.get(api_key)
     if api is None:

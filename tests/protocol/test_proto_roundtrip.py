@@ -83,3 +83,9 @@ def test_absent_fields_take_their_schema_defaults():
     assert body["controller_id"] == -1 and body["cluster_id"] is None
     assert body["brokers"][0]["rack"] is None
     assert body["topics"] == []
+
+
+def test_precompile_builds_a_plan_per_api_version_and_direction():
+    from logan_ray.protocol import precompile
+
+    assert precompile() == 2 * sum(high - low + 1 for low, high in SUPPORTED.values())

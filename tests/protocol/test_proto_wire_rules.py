@@ -326,3 +326,47 @@ def test_one_dict_encodes_at_every_version():
     for version in range(api.min_version, api.max_version + 1):
         frame = b"".join(encode_response(1, version, 1, body))
         assert normalize(decode_response(1, version, frame[4:])[1]) == expected(api.response, body, version)
+
+
+# ----------------------------------------------- every primitive, synthetic schema
+
+
+def test_every_primitive_type_through_the_generic_compiler():
+    import uuid
+
+    from logan_ray.protocol.compiler import Out, compile_struct
+    from logan_ray.protocol.schema import (BOOL, BYTES, FLOAT64, INT8, INT16, INT32, INT64, RECORDS, STRING,
+                                           UINT16, UINT32, UUID, A, F, S)
+
+    fields = [
+        F("i8", INT8), F("i16", INT16), F("i32", INT32), F("i64", INT64),
+        F("u16", UINT16), F("u32", UINT32), F("f64", FLOAT64), F("flag", BOOL), F("id", UUID),
+        F("s", STRING), F("ns", STRING, nullable="0+"), F("b", BYTES), F("nb", BYTES, nullable="0+"),
+        F("r", RECORDS, nullable="0+"), F("strings", A(STRING)), F("longs", A(INT64), nullable="0+"),
+        F("nested", A(S(F("x", INT32), F("y", STRING)))),
+        F("only_in_1", INT32, "1+", default=-1),
+        F("tagged", INT32, "1+", tag=5, default=0),
+    ]
+    value = {"i8": -128, "i16": 32767, "i32": -(2**31), "i64": 2**63 - 1, "u16": 65535, "u32": 2**32 - 1,
+             "f64": -1.25, "flag": True, "id": uuid.UUID(int=2**128 - 1), "s": "\u00e9t\u00e9", "ns": None,
+             "b": b"\x00\x01", "nb": None, "r": b"batch", "strings": ["a", ""], "longs": None,
+             "nested": [{"x": 1, "y": "one"}], "only_in_1": 7, "tagged": 9}
+    sizes = {}
+    for version, flexible in ((0, False), (1, True)):
+        decode, encode = compile_struct(fields, version, flexible)
+        out = Out()
+        encode(out, value)
+        assert not out.chunks
+        decoded, end = decode(memoryview(bytes(out)), 0)
+        assert end == len(out)
+        decoded["r"] = bytes(decoded["r"])
+        want = dict(value)
+        if version == 0:
+            want.update(only_in_1=-1, tagged=0)
+        assert decoded == want
+        sizes[version] = len(out)
+    # classic: 1+2+4+8+2+4+8+1+16 fixed, strings 2+5 and 2 (null), bytes 4+2 and 4 (null), records 4+5,
+    # strings array 4+(2+1)+(2+0), null longs 4, nested 4+4+(2+3)
+    assert sizes[0] == 46 + 7 + 2 + 6 + 4 + 9 + 9 + 4 + 13
+    # flexible: one-byte varint prefixes, empty tags per nested struct, v1 field, tagged field (tag, size, 4)
+    assert sizes[1] == 46 + 6 + 1 + 3 + 1 + 6 + 4 + 1 + (1 + 4 + 4 + 1) + 4 + (1 + 1 + 1 + 4)
