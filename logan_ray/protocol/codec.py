@@ -178,6 +178,11 @@ def encode_request(
         raise ProtocolEncodeError("opaque chunks can only be sent in responses") from None
 
 
+def expects_response(api_key: int, body: dict) -> bool:
+    """False only for Produce with acks=0: Kafka sends no response to those at all."""
+    return not (api_key == 0 and body.get("acks") == 0)
+
+
 # ----------------------------------------------------------------- responses
 
 

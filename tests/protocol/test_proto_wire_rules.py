@@ -370,3 +370,11 @@ def test_every_primitive_type_through_the_generic_compiler():
     assert sizes[0] == 46 + 7 + 2 + 6 + 4 + 9 + 9 + 4 + 13
     # flexible: one-byte varint prefixes, empty tags per nested struct, v1 field, tagged field (tag, size, 4)
     assert sizes[1] == 46 + 6 + 1 + 3 + 1 + 6 + 4 + 1 + (1 + 4 + 4 + 1) + 4 + (1 + 1 + 1 + 4)
+
+
+def test_produce_with_acks_zero_expects_no_response():
+    from logan_ray.protocol import expects_response
+
+    assert not expects_response(0, {"acks": 0})
+    assert expects_response(0, {"acks": 1}) and expects_response(0, {"acks": -1})
+    assert expects_response(1, {"acks": 0})
