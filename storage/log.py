@@ -155,6 +155,7 @@ class PartitionLog:
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()
         self._closed = False
+        self._closing = False  # close() started: no more appends, flushes still allowed
         os.makedirs(self.directory, exist_ok=True)
 
         marker = os.path.join(self.directory, CLEAN_SHUTDOWN_FILE)
@@ -309,6 +310,8 @@ class PartitionLog:
         rolled_at = None
         with self._lock:
             self._check_open()
+            if self._closing:
+                raise LogClosedError(f"partition log {self.name} is closing")
             now = self._clock()
             first_offset = self._log_end
             last_offset = first_offset + records - 1
@@ -722,8 +725,10 @@ class PartitionLog:
     # ---------------------------------------------------------------- lifecycle
     def close(self) -> None:
         """Flush everything, persist indexes and checkpoints, then mark a clean shutdown."""
-        if self._closed:
-            return
+        with self._lock:
+            if self._closed:
+                return
+            self._closing = True  # appends racing with close() fail instead of missing the final flush
         self._flusher.stop()
         self.flush()
         with self._flush_lock, self._lock:
