@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # every Ray listener on 127.0.0.1
+os.environ.setdefault("RAY_AUTH_MODE", "token")  # keep token auth on, also for child processes that attach
 
 
 @pytest.fixture(scope="session")

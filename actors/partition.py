@@ -1,0 +1,272 @@
+"""PartitionActor: one Ray actor per topic-partition, sole owner of its log folder.
+
+Why an actor per partition: it serialises appends (offsets are assigned in one
+place), keeps the log's open files and indexes warm in one process, and lets Ray
+restart it (it recovers from disk) without touching other partitions. The actor
+is async so long-poll fetches wait on an event instead of occupying a thread.
+"""
+from __future__ import annotations
+
+import asyncio
+import glob
+import logging
+import os
+import time
+from typing import Any
+
+import ray
+
+from logan_ray.storage.batch_header import HEADER, HEADER_SIZE, BatchHeader, iter_headers, validate_batch
+from logan_ray.storage.config import TopicConfig
+from logan_ray.storage.log import PartitionLog
+from logan_ray.storage.producer_state import OutOfOrderSequenceError, ProducerStateTable
+
+from .metrics import PartitionMetrics
+
+log = logging.getLogger("logan_ray.partition")
+
+NAMESPACE = "logan_ray"
+PRODUCER_STATE_SCAN_BYTES = 256 << 20
+SEQUENCE_WAIT_S = 5.0  # how long a batch that arrived early waits for its predecessor  # rebuild idempotence state from at most this much of the tail
+
+
+def actor_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+class PartitionActor:
+    """Append, read, locate and long-poll on one partition log."""
+
+    def __init__(self, topic: str, partition: int, directory: str, config: dict[str, Any],
+                 maintenance_interval_s: float = 300.0) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.directory = directory
+        started = time.perf_counter()
+        self._log = PartitionLog(directory, TopicConfig.from_dict(config))
+        self._producers = ProducerStateTable.rebuild(self._tail_headers())
+        self._new_data: asyncio.Event | None = None
+        self._maintenance_interval_s = maintenance_interval_s
+        self._maintenance: asyncio.Task | None = None
+        self._metrics = PartitionMetrics(topic, partition)
+        self._publish_state()
+        log.info("partition %s-%d opened in %.1f ms: offsets [%d, %d)", topic, partition,
+                 (time.perf_counter() - started) * 1e3, self._log.log_start_offset, self._log.log_end_offset)
+
+    # ------------------------------------------------------------------ writes
+    async def append(self, data: bytes) -> tuple[int, int, int]:
+        """Append one or more v2 batches; returns (base_offset, log_append_time, log_start_offset).
+
+        Idempotent batches (producer id and sequence set) that repeat one of the
+        producer's last five batches are acknowledged with their original offset
+        and not written again.
+        """
+        self._start_maintenance()
+        started = time.perf_counter()
+        headers = [h for _, h in iter_headers(data)]
+        if any(h.producer_id >= 0 and h.base_sequence >= 0 for h in headers):
+            result = await self._append_idempotent(data, headers)
+        else:
+            info = self._log.append(data)
+            result = (info.base_offset, info.log_append_time, info.log_start_offset)
+        self._after_append(sum(h.record_count for h in headers), len(data), started)
+        return result
+
+    async def _check_sequence(self, h: BatchHeader) -> tuple[int, int] | None:
+        """Producer-state check that waits briefly for a predecessor batch still in flight.
+
+        Ray may start pipelined calls of an async actor out of submission order;
+        a batch whose sequence is ahead waits for the missing one instead of failing.
+        """
+        deadline = time.monotonic() + SEQUENCE_WAIT_S
+        while True:
+            try:
+                return self._producers.check(h)
+            except OutOfOrderSequenceError as e:
+                if not e.ahead or time.monotonic() >= deadline:
+                    raise
+            if self._new_data is None:
+                self._new_data = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._new_data.wait(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:
+                pass
+
+    async def _append_idempotent(self, data: bytes, headers: list[BatchHeader]) -> tuple[int, int, int]:
+        view = memoryview(data)
+        first: tuple[int, int] | None = None
+        pos = 0
+        for h in headers:
+            duplicate = await self._check_sequence(h)
+            if duplicate is not None:
+                validate_batch(view, pos, end=pos + h.size)  # never acknowledge a corrupt retry
+                outcome = duplicate
+            else:
+                info = self._log.append(view[pos:pos + h.size])
+                self._producers.record(h, info.base_offset, info.log_append_time)
+                outcome = (info.base_offset, info.log_append_time)
+            first = first or outcome
+            pos += h.size
+        assert first is not None
+        return first[0], first[1], self._log.log_start_offset
+
+    def _after_append(self, records: int, nbytes: int, started: float) -> None:
+        if self._new_data is not None:
+            self._new_data.set()
+            self._new_data = None
+        self._metrics.appended(records, nbytes, (time.perf_counter() - started) * 1e3)
+        self._publish_state()
+
+    # ------------------------------------------------------------------- reads
+    async def _wait_until(self, predicate, max_wait_ms: int) -> None:
+        """Sleep until an append makes ``predicate()`` true or the wait expires."""
+        deadline = time.monotonic() + max_wait_ms / 1000.0
+        while not predicate():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if self._new_data is None:
+                self._new_data = asyncio.Event()
+            try:
+                await asyncio.wait_for(self._new_data.wait(), remaining)
+            except asyncio.TimeoutError:
+                return
+
+    async def locate(self, offset: int, max_bytes: int, max_wait_ms: int = 0, min_bytes: int = 1,
+                     max_offset: int | None = None) -> tuple[list[tuple[str, int, int]], int, int]:
+        """File slices for a local server to ``sendfile``: (slices, high_watermark, log_start_offset).
+
+        Waits up to ``max_wait_ms`` for ``min_bytes`` of data past ``offset``.
+        """
+        started = time.perf_counter()
+        slices = self._log.locate(offset, max_bytes, max_offset=max_offset)
+        if max_wait_ms > 0 and sum(s.length for s in slices) < min_bytes:
+            def enough() -> bool:
+                return self._log.log_end_offset > offset and sum(
+                    s.length for s in self._log.locate(offset, max_bytes, max_offset=max_offset)) >= min_bytes
+            await self._wait_until(enough, max_wait_ms)
+            slices = self._log.locate(offset, max_bytes, max_offset=max_offset)
+        end = self._log.log_end_offset
+        self._metrics.served(max(0, end - offset) if slices else 0, sum(s.length for s in slices),
+                             (time.perf_counter() - started) * 1e3)
+        return [tuple(s) for s in slices], end, self._log.log_start_offset
+
+    async def fetch(self, offset: int, max_bytes: int = 1 << 20, max_wait_ms: int = 0,
+                    min_bytes: int = 1) -> tuple[bytes, int, int]:
+        """Batch bytes for remote callers: (concatenated batches, high_watermark, log_start_offset)."""
+        started = time.perf_counter()
+        if max_wait_ms > 0 and self._log.log_end_offset <= offset:
+            await self._wait_until(lambda: self._log.log_end_offset > offset, max_wait_ms)
+        data = self._log.read(offset, max_bytes)
+        self._metrics.served(max(0, self._log.log_end_offset - offset) if data else 0, len(data),
+                             (time.perf_counter() - started) * 1e3)
+        return data, self._log.log_end_offset, self._log.log_start_offset
+
+    async def read_records(self, offset: int, max_bytes: int = 1 << 20) -> list:
+        """Decoded records from ``offset`` (convenience for Python callers and tests)."""
+        return self._log.read_records(offset, max_bytes)
+
+    async def wait_for_data(self, offset: int, max_wait_ms: int) -> int:
+        """Return the log end offset as soon as it passes ``offset`` (or on timeout)."""
+        await self._wait_until(lambda: self._log.log_end_offset > offset, max_wait_ms)
+        return self._log.log_end_offset
+
+    async def offsets(self) -> tuple[int, int]:
+        return self._log.log_start_offset, self._log.log_end_offset
+
+    async def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        return self._log.offset_for_timestamp(timestamp_ms)
+
+    async def max_timestamp_offset(self) -> tuple[int, int] | None:
+        return self._log.max_timestamp_offset()
+
+    # ------------------------------------------------------------- management
+    async def delete_records(self, before_offset: int) -> int:
+        low = self._log.delete_records(before_offset)
+        self._publish_state()
+        return low
+
+    async def reconfigure(self, config: dict[str, Any]) -> None:
+        self._log.update_config(TopicConfig.from_dict(config))
+
+    async def flush(self) -> int:
+        self._log.flush()
+        return self._log.log_end_offset
+
+    async def apply_retention(self) -> int:
+        deleted = self._log.apply_retention()
+        self._publish_state()
+        return deleted
+
+    async def stats(self) -> dict[str, Any]:
+        s = dict(self._log.stats())
+        s.update(topic=self.topic, partition=self.partition, node_id=ray.get_runtime_context().get_node_id(),
+                 pid=os.getpid(), producers=len(self._producers))
+        return s
+
+    async def node_id(self) -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    async def pid(self) -> int:
+        return os.getpid()
+
+    async def close(self) -> None:
+        """Flush and write the clean-shutdown marker so the next open skips recovery."""
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+        self._log.close()
+
+    async def delete(self) -> None:
+        if self._maintenance is not None:
+            self._maintenance.cancel()
+        self._log.delete()
+
+    # ---------------------------------------------------------------- helpers
+    def _publish_state(self) -> None:
+        self._metrics.log_state(self._log.log_start_offset, self._log.log_end_offset,
+                                self._log.size_bytes, self._log.segment_count)
+
+    def _start_maintenance(self) -> None:
+        if self._maintenance is None:
+            self._maintenance = asyncio.get_running_loop().create_task(self._maintain())
+
+    async def _maintain(self) -> None:
+        """Retention and time-based flush on a timer, as Kafka's log manager does."""
+        while True:
+            flush_ms = self._log.config.flush_ms
+            interval = min(self._maintenance_interval_s, max(flush_ms / 1000.0, 0.05))
+            await asyncio.sleep(interval)
+            try:
+                if flush_ms < self._maintenance_interval_s * 1000:
+                    self._log.flush()
+                self._log.apply_retention()
+                self._publish_state()
+            except Exception:  # keep maintaining; the error is logged for the operator
+                log.exception("maintenance of %s-%d failed", self.topic, self.partition)
+
+    def _tail_headers(self):
+        """Headers of the newest segment's batches, to rebuild idempotent-producer state."""
+        files = sorted(glob.glob(os.path.join(self.directory, "*.log")))
+        if not files:
+            return
+        path = files[-1]
+        size = os.path.getsize(path)
+        with open(path, "rb") as f:
+            if size <= PRODUCER_STATE_SCAN_BYTES:
+                yield from (h for _, h in iter_headers(f.read()))
+                return
+            pos = 0
+            while pos + HEADER_SIZE <= size:
+                raw = os.pread(f.fileno(), HEADER_SIZE, pos)
+                if len(raw) < HEADER_SIZE:
+                    return
+                h = BatchHeader(*HEADER.unpack(raw))
+                if h.size < HEADER_SIZE or pos + h.size > size:
+                    return
+                yield h
+                pos += h.size
+
+
+def partition_actor_class():
+    """The Ray actor class with the options every partition uses."""
+    return ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=1000)(PartitionActor)

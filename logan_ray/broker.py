@@ -1,0 +1,102 @@
+"""Running a logan-ray broker: the process behind ``logan-ray start``.
+
+The foreground process owns the embedded Ray runtime (or attaches to a cluster),
+creates the router (which re-creates partitions from disk), and publishes where
+it can be reached in ``<data-dir>/broker.json`` so other processes (CLI, apps)
+find it. On SIGTERM/SIGINT it flushes and closes every partition, so the next
+start skips recovery.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import ray
+
+from logan_ray.storage.atomic import atomic_write
+
+from . import client as _client
+from ._ray import get
+from .errors import LoganError
+
+
+class AlreadyRunningError(LoganError):
+    """A broker already serves this data dir."""
+
+
+@dataclass
+class BrokerOptions:
+    data_dir: str = field(default_factory=_client.default_data_dir)
+    address: str | None = None
+    auto_create_topics: bool = True
+    num_partitions: int = 1
+
+
+@dataclass
+class Broker:
+    options: BrokerOptions
+    owns_ray: bool = False
+    router: Any = None
+    endpoints: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def broker_file(self) -> str:
+        return os.path.join(self.options.data_dir, _client.BROKER_FILE)
+
+    def start(self) -> dict[str, Any]:
+        o = self.options
+        os.makedirs(o.data_dir, exist_ok=True)
+        existing = _client.read_broker_file(o.data_dir)
+        if existing is not None and existing.get("pid") != os.getpid():
+            raise AlreadyRunningError(
+                f"a logan-ray broker (pid {existing.get('pid')}) already serves {o.data_dir}; stop it first")
+        self.owns_ray = _client.init_ray(o.address, o.data_dir)
+        self.router = _client.ensure_router(o.data_dir, auto_create_topics=o.auto_create_topics,
+                                            num_partitions=o.num_partitions)
+        self.endpoints = {
+            "pid": os.getpid(),
+            "data_dir": o.data_dir,
+            "ray_address": ray.get_runtime_context().gcs_address,
+            "dashboard": _client.dashboard_url(),
+        }
+        atomic_write(self.broker_file, json.dumps(self.endpoints, indent=1).encode())
+        return self.endpoints
+
+    def stop(self) -> None:
+        try:
+            if self.router is not None:
+                get(self.router.shutdown.remote(), timeout=120)
+                ray.kill(self.router, no_restart=True)
+        finally:
+            try:
+                os.unlink(self.broker_file)
+            except FileNotFoundError:
+                pass
+            if self.owns_ray:
+                ray.shutdown()
+
+
+def run_foreground(options: BrokerOptions, on_ready: Callable[[dict[str, Any]], None] | None = None) -> None:
+    """Start, report endpoints, block until SIGTERM/SIGINT, then shut down cleanly.
+
+    Signal handlers go in after Ray starts: Ray's core worker installs its own
+    SIGTERM handler, which would otherwise kill the process without a clean shutdown.
+    """
+    stop = threading.Event()
+    broker = Broker(options)
+    previous: dict[int, Any] = {}
+    try:
+        endpoints = broker.start()
+        previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+        if on_ready is not None:
+            on_ready(endpoints)
+        while not stop.wait(1.0):
+            pass
+    finally:
+        broker.stop()
+        for s, h in previous.items():
+            signal.signal(s, h)

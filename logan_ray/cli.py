@@ -1,0 +1,303 @@
+"""The ``logan-ray`` command: start/stop a broker, admin topics, produce and consume lines.
+
+Errors are one clear line on stderr and a non-zero exit, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, Sequence
+
+from . import client as _client
+from .errors import LoganError, SerializationError
+
+
+def _parse_configs(items: Sequence[str] | None) -> dict[str, str]:
+    out = {}
+    for item in items or ():
+        if "=" not in item:
+            raise ValueError(f"--config expects NAME=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out
+
+
+def _connect(args: argparse.Namespace):
+    return _client.connect(args.address, args.data_dir, embedded=False)
+
+
+def _err(msg: str) -> None:
+    print(f"logan-ray: error: {msg}", file=sys.stderr)
+
+
+# ---------------------------------------------------------------- broker life
+def cmd_start(args: argparse.Namespace) -> int:
+    from .broker import BrokerOptions, run_foreground
+
+    opts = BrokerOptions(data_dir=args.data_dir, address=args.address,
+                         auto_create_topics=not args.no_auto_create_topics, num_partitions=args.num_partitions)
+    if args.foreground:
+        def ready(ep: dict[str, Any]) -> None:
+            _print_endpoints(ep)
+            print("logan-ray is running; Ctrl-C or SIGTERM stops it.", flush=True)
+
+        run_foreground(opts, on_ready=ready)
+        print("logan-ray stopped cleanly.", flush=True)
+        return 0
+    # Background: run the foreground broker as a detached process and wait for its broker file.
+    info = _client.read_broker_file(args.data_dir)
+    if info is not None:
+        _err(f"a broker (pid {info['pid']}) already serves {args.data_dir}")
+        return 1
+    os.makedirs(args.data_dir, exist_ok=True)
+    cmd = [sys.executable, "-m", "logan_ray.cli", "--data-dir", args.data_dir, "start", "--foreground",
+           "--num-partitions", str(args.num_partitions)]
+    if args.address:
+        cmd += ["--address", args.address]
+    if args.no_auto_create_topics:
+        cmd.append("--no-auto-create-topics")
+    log_path = os.path.join(args.data_dir, "broker.log")
+    with open(log_path, "ab") as logf:
+        proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        info = _client.read_broker_file(args.data_dir)
+        if info is not None and info.get("pid") == proc.pid:
+            _print_endpoints(info)
+            print(f"logan-ray started in the background (pid {proc.pid}, log {log_path}).")
+            return 0
+        if proc.poll() is not None:
+            _err(f"the broker exited with code {proc.returncode}; see {log_path}")
+            return 1
+        time.sleep(0.3)
+    proc.terminate()
+    _err(f"the broker did not come up within 180 s; see {log_path}")
+    return 1
+
+
+def _print_endpoints(ep: dict[str, Any]) -> None:
+    print(f"data dir:      {ep['data_dir']}")
+    print(f"ray address:   {ep['ray_address']}")
+    if ep.get("kafka"):
+        print(f"kafka:         {ep['kafka']}  (bootstrap.servers)")
+    if ep.get("dashboard"):
+        print(f"ray dashboard: {ep['dashboard']}")
+    sys.stdout.flush()
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    info = _client.read_broker_file(args.data_dir)
+    if info is None:
+        _err(f"no logan-ray broker is running for {args.data_dir}")
+        return 1
+    pid = info["pid"]
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            print(f"logan-ray (pid {pid}) stopped.")
+            return 0
+        time.sleep(0.2)
+    _err(f"broker pid {pid} did not stop within {args.timeout} s")
+    return 1
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    c = _connect(args)
+    rows = c.status()
+    table = Table(title=f"logan-ray: {len(c.list_topics())} topics")
+    for col in ("topic", "partition", "node", "log start", "log end", "size", "segments"):
+        table.add_column(col, justify="right" if col not in ("topic", "node") else "left")
+    for r in rows:
+        table.add_row(r["topic"], str(r["partition"]), r["node_id"][:12], str(r["log_start_offset"]),
+                      str(r["log_end_offset"]), _human(r["size_bytes"]), str(r["segment_count"]))
+    Console().print(table)
+    return 0
+
+
+def _human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+# --------------------------------------------------------------------- topics
+def cmd_topic(args: argparse.Namespace) -> int:
+    c = _connect(args)
+    if args.topic_cmd == "create":
+        info = c.create_topic(args.name, args.partitions, _parse_configs(args.config))
+        print(f"created topic {info['name']} with {len(info['partitions'])} partitions")
+    elif args.topic_cmd == "list":
+        for name in c.list_topics():
+            print(name)
+    elif args.topic_cmd == "describe":
+        info = c.describe_topic(args.name)
+        offsets = c.partition_offsets(args.name)
+        print(f"topic {info['name']}: {len(info['partitions'])} partitions")
+        for k, v in sorted(c.topic_config(args.name).items()):
+            mark = "*" if k in info["config"] else " "
+            print(f"  {mark} {k}={v}")
+        for p in info["partitions"]:
+            start, end = offsets[p["partition"]]
+            print(f"  partition {p['partition']}: node {p['node_id'][:12]} offsets [{start}, {end})")
+    elif args.topic_cmd == "alter":
+        changes: dict[str, Any] = _parse_configs(args.config)
+        changes.update({k: None for k in args.delete_config or ()})
+        overrides = c.alter_topic(args.name, changes)
+        print(f"altered {args.name}: overrides now {json.dumps(overrides, sort_keys=True)}")
+    elif args.topic_cmd == "delete":
+        c.delete_topic(args.name)
+        print(f"deleted topic {args.name}")
+    return 0
+
+
+# ------------------------------------------------------------ produce/consume
+def cmd_produce(args: argparse.Namespace) -> int:
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    c = _connect(args)
+    sep = args.key_separator.encode() if args.key_separator else None
+    producer = c.producer(acks=args.acks, compression=args.compression, linger_ms=args.linger_ms)
+    n = 0
+    started = time.monotonic()
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                  transient=True, disable=not sys.stderr.isatty(), console=None) as progress:
+        task = progress.add_task("producing", total=None)
+        for raw in sys.stdin.buffer:
+            line = raw.rstrip(b"\r\n")
+            key = None
+            if sep is not None:
+                if sep not in line:
+                    raise SerializationError(f"line {n + 1} has no key separator {args.key_separator!r}")
+                key, line = line.split(sep, 1)
+            producer.send(args.topic, line, key, partition=args.partition)
+            n += 1
+            if n % 10000 == 0:
+                rate = n / max(time.monotonic() - started, 1e-9)
+                progress.update(task, description=f"produced {n:,} records ({rate:,.0f}/s)")
+        producer.close()
+    elapsed = time.monotonic() - started
+    print(f"produced {n} records to {args.topic} in {elapsed:.2f} s", file=sys.stderr)
+    return 0
+
+
+def cmd_consume(args: argparse.Namespace) -> int:
+    c = _connect(args)
+    consumer = c.consumer(auto_offset_reset="earliest" if args.from_beginning else "latest")
+    n_parts = len(c.partitions(args.topic))
+    parts = [args.partition] if args.partition is not None else list(range(n_parts))
+    consumer.assign([(args.topic, p) for p in parts])
+    if args.offset is not None:
+        for p in parts:
+            consumer.seek((args.topic, p), args.offset)
+    elif args.from_beginning:
+        consumer.seek_to_beginning()
+    out = sys.stdout.buffer
+    sep = args.key_separator.encode() if args.key_separator else None
+    n = 0
+    idle_deadline = time.monotonic() + args.timeout_ms / 1000.0 if args.timeout_ms else None
+    while args.max_messages is None or n < args.max_messages:
+        records = consumer.poll(500, max_records=(args.max_messages - n) if args.max_messages else None)
+        if not records:
+            if idle_deadline is not None and time.monotonic() >= idle_deadline:
+                break
+            continue
+        if args.timeout_ms:
+            idle_deadline = time.monotonic() + args.timeout_ms / 1000.0
+        for r in records:
+            if sep is not None:
+                out.write((r.key or b"") + sep)
+            out.write((r.value or b"") + b"\n")
+        out.flush()
+        n += len(records)
+    print(f"consumed {n} records", file=sys.stderr)
+    return 0
+
+
+# ----------------------------------------------------------------------- main
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="logan-ray", description="A Kafka-compatible streaming log on Ray.")
+    p.add_argument("--data-dir", default=_client.default_data_dir(),
+                   help="data folder (default: $LOGAN_RAY_DATA_DIR or ~/.logan-ray)")
+    p.add_argument("--address", default=None, help="Ray cluster address to join/attach (default: local)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    s = sub.add_parser("start", help="start a broker")
+    s.add_argument("--foreground", action="store_true", help="stay up until Ctrl-C or SIGTERM")
+    s.add_argument("--num-partitions", type=int, default=1, help="partitions of auto-created topics")
+    s.add_argument("--no-auto-create-topics", action="store_true")
+    s.set_defaults(func=cmd_start)
+
+    s = sub.add_parser("stop", help="stop the broker serving --data-dir")
+    s.add_argument("--timeout", type=float, default=120)
+    s.set_defaults(func=cmd_stop)
+
+    sub.add_parser("status", help="topics and partitions with offsets and sizes").set_defaults(func=cmd_status)
+
+    t = sub.add_parser("topic", help="manage topics")
+    tsub = t.add_subparsers(dest="topic_cmd", required=True)
+    x = tsub.add_parser("create")
+    x.add_argument("name")
+    x.add_argument("--partitions", type=int, default=1)
+    x.add_argument("--config", action="append", metavar="NAME=VALUE")
+    tsub.add_parser("list")
+    x = tsub.add_parser("describe")
+    x.add_argument("name")
+    x = tsub.add_parser("alter")
+    x.add_argument("name")
+    x.add_argument("--config", action="append", metavar="NAME=VALUE")
+    x.add_argument("--delete-config", action="append", metavar="NAME")
+    x = tsub.add_parser("delete")
+    x.add_argument("name")
+    t.set_defaults(func=cmd_topic)
+
+    s = sub.add_parser("produce", help="produce lines from stdin")
+    s.add_argument("topic")
+    s.add_argument("--key-separator", default=None)
+    s.add_argument("--partition", type=int, default=None)
+    s.add_argument("--compression", default="none", choices=["none", "gzip", "snappy", "lz4", "zstd"])
+    s.add_argument("--acks", default="1", choices=["0", "1", "-1", "all"])
+    s.add_argument("--linger-ms", type=float, default=5)
+    s.set_defaults(func=cmd_produce)
+
+    s = sub.add_parser("consume", help="print records as lines")
+    s.add_argument("topic")
+    s.add_argument("--from-beginning", action="store_true")
+    s.add_argument("--max-messages", type=int, default=None)
+    s.add_argument("--partition", type=int, default=None)
+    s.add_argument("--offset", type=int, default=None)
+    s.add_argument("--key-separator", default=None, help="print KEY<sep>VALUE")
+    s.add_argument("--timeout-ms", type=int, default=None, help="exit after this long without records")
+    s.set_defaults(func=cmd_consume)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    args.data_dir = os.path.abspath(os.path.expanduser(args.data_dir))
+    if getattr(args, "acks", None) is not None and args.acks != "all":
+        args.acks = int(args.acks)
+    try:
+        return args.func(args)
+    except (LoganError, ValueError) as e:
+        _err(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""``logan_ray.connect``: find (or start) logan-ray on Ray and hand back an admin client.
+
+Resolution order: an already initialised Ray runtime; ``address``; the broker
+file a running ``logan-ray start`` wrote into the data dir; ``RAY_ADDRESS``;
+otherwise an embedded single-node Ray bound to 127.0.0.1 is started in-process.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any, Iterable
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from ._ray import NAMESPACE, get
+from .errors import NotRunningError, UnknownTopicError
+
+log = logging.getLogger("logan_ray")
+
+BROKER_FILE = "broker.json"
+
+
+def default_data_dir() -> str:
+    return os.path.abspath(os.path.expanduser(os.environ.get("LOGAN_RAY_DATA_DIR") or "~/.logan-ray"))
+
+
+def read_broker_file(data_dir: str) -> dict[str, Any] | None:
+    try:
+        with open(os.path.join(data_dir, BROKER_FILE)) as f:
+            info = json.load(f)
+    except (FileNotFoundError, ValueError):
+        return None
+    pid = info.get("pid")
+    if pid:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None  # stale file from a broker that died
+        except PermissionError:
+            pass
+    return info
+
+
+_context: Any = None  # the RayContext of an embedded Ray started here (dashboard URL)
+
+
+def dashboard_url() -> str | None:
+    url = getattr(_context, "dashboard_url", None)
+    return f"http://{url}" if url and not url.startswith("http") else url
+
+
+def init_ray(address: str | None = None, data_dir: str | None = None, *, embedded: bool = True,
+             **ray_kwargs: Any) -> bool:
+    """Attach to or start Ray; returns True when this call started an embedded Ray.
+
+    With ``embedded=False`` it only attaches, raising NotRunningError when no broker is found.
+    """
+    global _context
+    if ray.is_initialized():
+        return False
+    data_dir = data_dir or default_data_dir()
+    if address is None:
+        info = read_broker_file(data_dir)
+        if info is not None:
+            address = info["ray_address"]
+    if address is None and os.environ.get("RAY_ADDRESS"):
+        address = os.environ["RAY_ADDRESS"]
+    # Token auth stays on: Ray 2.60 enables it for local clusters, and a process
+    # attaching to one must be told to send the token (~/.ray/auth_token).
+    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    common = dict(namespace=NAMESPACE, logging_level=logging.WARNING, configure_logging=False,
+                  log_to_driver=False)
+    if address is not None:
+        ray.init(address=address, **common)
+        return False
+    if not embedded:
+        raise NotRunningError(
+            f"no logan-ray broker is running for data dir {data_dir}; start one with `logan-ray start`")
+    # Single-node embedded Ray: every listener on loopback (Ray's single-node switch).
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    _context = ray.init(include_dashboard=True, dashboard_host="127.0.0.1", **{**common, **ray_kwargs})
+    return True
+
+
+def ensure_router(data_dir: str | None = None, **router_kwargs: Any):
+    """The cluster's router actor, created (detached, pinned to this node) if absent."""
+    from logan_ray.actors.router import ROUTER_NAME, router_actor_class
+
+    try:
+        return ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
+    except ValueError:
+        pass
+    node = ray.get_runtime_context().get_node_id()
+    router = router_actor_class().options(
+        name=ROUTER_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+    ).remote(data_dir or default_data_dir(), **router_kwargs)
+    get(router.list_topics.remote())  # wait until it is up (and has re-created partitions)
+    return router
+
+
+def connect(address: str | None = None, data_dir: str | None = None, *, embedded: bool = True,
+            **router_kwargs: Any) -> "Client":
+    """Attach to a running logan-ray, or start an embedded one (Ray + router) when none runs.
+
+    ``router_kwargs`` (``auto_create_topics``, ``num_partitions``, ``topic_defaults``)
+    apply only when this call creates the router. ``embedded=False`` never starts
+    anything: it attaches or raises NotRunningError.
+    """
+    owns_ray = init_ray(address, data_dir, embedded=embedded)
+    if not embedded:
+        from logan_ray.actors.router import ROUTER_NAME
+
+        try:
+            return Client(ray.get_actor(ROUTER_NAME, namespace=NAMESPACE))
+        except ValueError:
+            raise NotRunningError("Ray is running but logan-ray is not; start it with `logan-ray start`") from None
+    router = ensure_router(data_dir, **router_kwargs)
+    return Client(router, owns_ray=owns_ray)
+
+
+class Client:
+    """Admin calls plus factories for producers and consumers."""
+
+    def __init__(self, router, owns_ray: bool = False) -> None:
+        self.router = router
+        self._owns_ray = owns_ray
+        self._routes: dict[str, list] = {}
+
+    # ------------------------------------------------------------------ admin
+    def create_topic(self, name: str, partitions: int = 1, config: dict[str, Any] | None = None) -> dict[str, Any]:
+        return get(self.router.create_topic.remote(name, partitions, config))
+
+    def delete_topic(self, name: str) -> None:
+        get(self.router.delete_topic.remote(name))
+        self._routes.pop(name, None)
+
+    def describe_topic(self, name: str) -> dict[str, Any]:
+        return get(self.router.describe_topic.remote(name))
+
+    def topic_config(self, name: str) -> dict[str, str]:
+        return {k: v for k, v, _ in get(self.router.topic_config.remote(name))}
+
+    def alter_topic(self, name: str, config: dict[str, Any], incremental: bool = True) -> dict[str, str]:
+        return get(self.router.alter_config.remote(name, config, incremental))
+
+    def add_partitions(self, name: str, total: int) -> dict[str, Any]:
+        self._routes.pop(name, None)
+        return get(self.router.create_partitions.remote(name, total))
+
+    def list_topics(self) -> list[str]:
+        return get(self.router.list_topics.remote())
+
+    def partition_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
+        """{partition: (log start offset, log end offset)}."""
+        return get(self.router.offsets.remote(topic))
+
+    def delete_records(self, topic: str, offsets: dict[int, int]) -> dict[int, int]:
+        """Kafka DeleteRecords: move each partition's log start to the given offset."""
+        return {p: get(self.partition_actor(topic, p).delete_records.remote(o)) for p, o in offsets.items()}
+
+    def status(self) -> list[dict[str, Any]]:
+        return get(self.router.status.remote())
+
+    # ---------------------------------------------------------------- routing
+    def partitions(self, topic: str, auto_create: bool = False, refresh: bool = False) -> list:
+        """[(actor handle, node id)] per partition, cached until ``refresh``."""
+        if refresh or topic not in self._routes:
+            routes = get(self.router.route.remote([topic], auto_create))
+            if routes[topic] is None:
+                raise UnknownTopicError(f"topic {topic!r} does not exist")
+            self._routes[topic] = routes[topic]
+        return self._routes[topic]
+
+    def partition_actor(self, topic: str, partition: int):
+        """The Ray actor handle of one partition, for apps that call it directly."""
+        from .errors import UnknownPartitionError
+
+        parts = self.partitions(topic)
+        if not 0 <= partition < len(parts):
+            parts = self.partitions(topic, refresh=True)
+            if not 0 <= partition < len(parts):
+                raise UnknownPartitionError(f"topic {topic!r} has no partition {partition} (it has {len(parts)})")
+        return parts[partition][0]
+
+    # -------------------------------------------------------------- factories
+    def producer(self, **kwargs: Any):
+        from .producer import Producer
+
+        return Producer(self, **kwargs)
+
+    def consumer(self, *topics: str, **kwargs: Any):
+        from .consumer import Consumer
+
+        return Consumer(self, *topics, **kwargs)
+
+    # -------------------------------------------------------------- lifecycle
+    def close(self) -> None:
+        """Embedded mode: flush and close every partition, then stop Ray. Attached: just detach."""
+        if self._owns_ray and ray.is_initialized():
+            try:
+                get(self.router.shutdown.remote(), timeout=60)
+                ray.kill(self.router, no_restart=True)
+            finally:
+                ray.shutdown()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Iterable[Any]) -> None:
+        self.close()

@@ -1,0 +1,309 @@
+"""Producer: builds Kafka v2 batches client-side and sends whole batches to partition actors.
+
+One actor call carries thousands of records, which is what makes Ray's ~1 ms
+per call affordable. Batches are idempotent (producer id + per-partition
+sequence), so a resend after a partition actor crash never duplicates records;
+resends go out in order, as Kafka's idempotent producer does.
+"""
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Sequence
+
+import ray
+
+from logan_ray.storage.compression import codec_id
+from logan_ray.storage.records import build_batch
+
+from ._ray import get
+from .errors import LoganError, NotRunningError, RequestTimedOutError, UnknownPartitionError
+from .partitioner import partition_for_key
+from .serializers import serializer
+
+_RETRIABLE = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
+RECORD_OVERHEAD = 16  # rough per-record framing bytes, for the batch size estimate
+
+
+class RecordMetadata(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class _Batch:
+    """Records bound for one partition, then the in-flight request that carries them."""
+
+    __slots__ = ("topic", "partition", "values", "keys", "headers", "timestamps", "size", "ref", "payload",
+                 "base_sequence", "base_offset", "append_time", "error", "done", "attempts")
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic, self.partition = topic, partition
+        self.values: list = []
+        self.keys: list = []
+        self.headers: list = []
+        self.timestamps: list = []
+        self.size = 0
+        self.ref = None
+        self.payload: bytes | None = None
+        self.base_sequence = -1
+        self.base_offset = -1
+        self.append_time = -1
+        self.error: BaseException | None = None
+        self.done = False
+        self.attempts = 0
+
+
+class RecordFuture:
+    """Completes with RecordMetadata once the record's batch is acknowledged."""
+
+    __slots__ = ("_producer", "_batch", "_index")
+
+    def __init__(self, producer: "Producer", batch: _Batch, index: int) -> None:
+        self._producer, self._batch, self._index = producer, batch, index
+
+    def done(self) -> bool:
+        return self._batch.done
+
+    def result(self, timeout: float | None = None) -> RecordMetadata:
+        b = self._batch
+        if not b.done:
+            self._producer._complete(b, timeout)
+        if b.error is not None:
+            raise b.error
+        ts = b.append_time if b.append_time >= 0 else b.timestamps[self._index]
+        offset = b.base_offset + self._index if b.base_offset >= 0 else -1
+        return RecordMetadata(b.topic, b.partition, offset, ts)
+
+    get = result
+
+
+@dataclass
+class _PartitionState:
+    next_sequence: int = 0
+    in_flight: deque = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        self.in_flight = deque()
+
+
+class Producer:
+    """Thread-safe producer. ``acks``: 0 (fire and forget), 1 or "all"/-1 (wait for the append)."""
+
+    def __init__(self, client, *, acks: int | str = 1, compression: str | int = "none",
+                 batch_size: int = 1 << 20, linger_ms: float = 5, max_in_flight: int = 5,
+                 key_serializer: Any = None, value_serializer: Any = None, idempotent: bool = True,
+                 request_timeout_ms: int = 30000, retries: int = 10, auto_create_topics: bool = True) -> None:
+        self._client = client
+        self._acks = -1 if acks == "all" else int(acks)
+        if self._acks not in (-1, 0, 1):
+            raise ValueError(f"acks must be 0, 1, -1 or 'all', got {acks!r}")
+        self._compression = codec_id(compression)
+        self._batch_size = batch_size
+        self._linger_s = linger_ms / 1000.0
+        self._max_in_flight = max_in_flight
+        self._key_ser = serializer(key_serializer)
+        self._value_ser = serializer(value_serializer)
+        self._timeout_s = request_timeout_ms / 1000.0
+        self._retries = retries
+        self._auto_create = auto_create_topics
+        self._producer_id = get(client.router.allocate_producer_id.remote()) if idempotent else -1
+        self._lock = threading.RLock()
+        self._open: dict[tuple[str, int], _Batch] = {}
+        self._opened_at: dict[tuple[str, int], float] = {}
+        self._partitions: dict[tuple[str, int], _PartitionState] = {}
+        self._sticky: dict[str, int] = {}
+        self._closed = False
+        self._linger_thread = threading.Thread(target=self._linger_loop, name="logan-ray-linger", daemon=True)
+        self._linger_thread.start()
+
+    # ------------------------------------------------------------------- send
+    def partitions_for(self, topic: str) -> int:
+        return len(self._client.partitions(topic, auto_create=self._auto_create))
+
+    def send(self, topic: str, value: Any = None, key: Any = None, *, headers: Sequence[tuple[str, bytes]] | None = None,
+             partition: int | None = None, timestamp_ms: int | None = None) -> RecordFuture:
+        if self._value_ser is not None:
+            value = self._value_ser(value)
+        if key is not None and self._key_ser is not None:
+            key = self._key_ser(key)
+        partition = self._choose_partition(topic, key, partition)
+        ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        with self._lock:
+            if self._closed:
+                raise LoganError("producer is closed")
+            tp = (topic, partition)
+            b = self._open.get(tp)
+            if b is None:
+                b = self._open[tp] = _Batch(topic, partition)
+                self._opened_at[tp] = time.monotonic()
+            idx = len(b.values)
+            b.values.append(value)
+            b.keys.append(key)
+            b.headers.append(headers)
+            b.timestamps.append(ts)
+            b.size += RECORD_OVERHEAD + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+            fut = RecordFuture(self, b, idx)
+            if b.size >= self._batch_size:
+                self._ship(tp)
+        return fut
+
+    def send_batch(self, topic: str, values: Sequence[Any], keys: Sequence[Any] | None = None, *,
+                   partition: int | None = None, timestamp_ms: int | None = None) -> list[RecordFuture]:
+        """Send many records in one call; unkeyed records without a partition go to one sticky partition."""
+        if keys is not None:
+            return [self.send(topic, v, k, partition=partition, timestamp_ms=timestamp_ms)
+                    for v, k in zip(values, keys)]
+        if self._value_ser is not None:
+            values = [self._value_ser(v) for v in values]
+        partition = self._choose_partition(topic, None, partition)
+        ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        futures: list[RecordFuture] = []
+        with self._lock:
+            tp = (topic, partition)
+            start = 0
+            while start < len(values):
+                b = self._open.get(tp)
+                if b is None:
+                    b = self._open[tp] = _Batch(topic, partition)
+                    self._opened_at[tp] = time.monotonic()
+                # fill up to the batch size in one slice
+                room = max(1, (self._batch_size - b.size) // (RECORD_OVERHEAD + max(1, len(values[start] or b""))))
+                chunk = values[start:start + room]
+                base = len(b.values)
+                b.values.extend(chunk)
+                b.keys.extend([None] * len(chunk))
+                b.headers.extend([None] * len(chunk))
+                b.timestamps.extend([ts] * len(chunk))
+                b.size += sum(map(len, chunk)) + RECORD_OVERHEAD * len(chunk)
+                futures.extend(RecordFuture(self, b, base + i) for i in range(len(chunk)))
+                start += len(chunk)
+                if b.size >= self._batch_size:
+                    self._ship(tp)
+        return futures
+
+    def _choose_partition(self, topic: str, key: bytes | None, partition: int | None) -> int:
+        n = self.partitions_for(topic)
+        if partition is not None:
+            if not 0 <= partition < n:
+                raise UnknownPartitionError(f"topic {topic!r} has no partition {partition} (it has {n})")
+            return partition
+        if key is not None:
+            return partition_for_key(key, n)
+        sticky = self._sticky.get(topic)
+        if sticky is None or sticky >= n:
+            sticky = self._sticky[topic] = random.randrange(n)
+        return sticky
+
+    # ---------------------------------------------------------------- shipping
+    def _ship(self, tp: tuple[str, int]) -> None:
+        """Encode the open batch of ``tp`` and send it (caller holds the lock)."""
+        b = self._open.pop(tp)
+        self._opened_at.pop(tp, None)
+        if self._sticky.get(tp[0]) == tp[1]:
+            self._sticky.pop(tp[0], None)  # sticky partitioner: switch after each batch
+        state = self._partitions.setdefault(tp, _PartitionState())
+        while len(state.in_flight) >= self._max_in_flight:
+            self._complete(state.in_flight[0], self._timeout_s)
+        if self._producer_id >= 0:
+            b.base_sequence = state.next_sequence
+            state.next_sequence = (state.next_sequence + len(b.values)) & 0x7FFFFFFF
+        has_headers = any(b.headers)
+        b.payload = build_batch(
+            b.values, b.keys if any(k is not None for k in b.keys) else None,
+            headers=b.headers if has_headers else None, timestamps=b.timestamps,
+            compression=self._compression, producer_id=self._producer_id,
+            producer_epoch=0 if self._producer_id >= 0 else -1, base_sequence=b.base_sequence,
+        )
+        self._submit(b)
+        if self._acks == 0:
+            b.done = True
+        else:
+            state.in_flight.append(b)
+
+    def _submit(self, b: _Batch) -> None:
+        actor = self._client.partition_actor(b.topic, b.partition)
+        b.attempts += 1
+        b.ref = actor.append.remote(b.payload)
+
+    def _complete(self, b: _Batch, timeout: float | None) -> None:
+        """Wait for ``b`` and every earlier batch of its partition, resending in order after a crash."""
+        with self._lock:
+            tp = (b.topic, b.partition)
+            if self._open.get(tp) is b:
+                self._ship(tp)  # waiting on a record whose batch still lingers: send it now
+            state = self._partitions[tp]
+            while not b.done and state.in_flight:
+                head = state.in_flight[0]
+                try:
+                    head.base_offset, head.append_time, _ = ray.get(head.ref, timeout=timeout)
+                except ray.exceptions.GetTimeoutError:
+                    raise RequestTimedOutError(
+                        f"append to {head.topic}-{head.partition} not acknowledged within {timeout} s") from None
+                except _RETRIABLE as e:
+                    self._resend_from(state, e)
+                    continue
+                except ray.exceptions.RayTaskError as e:
+                    cause = getattr(e, "cause", e)
+                    if type(cause).__name__ == "OutOfOrderSequenceError" and head.attempts > 1:
+                        self._resend_from(state, e)  # an earlier batch was lost with the crash; resend in order
+                        continue
+                    head.error = cause
+                head.payload = None
+                head.done = True
+                state.in_flight.popleft()
+
+    def _resend_from(self, state: _PartitionState, error: BaseException) -> None:
+        head = state.in_flight[0]
+        if head.attempts > self._retries:
+            head.error = NotRunningError(
+                f"append to {head.topic}-{head.partition} failed after {head.attempts} attempts: {error}")
+            head.done = True
+            state.in_flight.popleft()
+            return
+        time.sleep(min(0.05 * head.attempts, 1.0))
+        for b in state.in_flight:  # same payloads, same sequences: the actor drops duplicates
+            self._submit(b)
+
+    # ----------------------------------------------------------- flush/close
+    def _linger_loop(self) -> None:
+        while not self._closed:
+            time.sleep(max(self._linger_s, 0.001))
+            now = time.monotonic()
+            with self._lock:
+                for tp, opened in list(self._opened_at.items()):
+                    if now - opened >= self._linger_s:
+                        self._ship(tp)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send every open batch and wait until all are acknowledged; raises the first failure."""
+        with self._lock:
+            for tp in list(self._open):
+                self._ship(tp)
+            errors = []
+            for state in self._partitions.values():
+                while state.in_flight:
+                    b = state.in_flight[-1]
+                    self._complete(b, timeout if timeout is not None else self._timeout_s)
+                    if b.error is not None:
+                        errors.append(b.error)
+            if errors:
+                raise errors[0]
+
+    def close(self, timeout: float | None = None) -> None:
+        if self._closed:
+            return
+        try:
+            self.flush(timeout)
+        finally:
+            self._closed = True
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
