@@ -105,7 +105,9 @@ class Producer:
         self._compression = codec_id(compression)
         self._batch_size = batch_size
         self._linger_s = linger_ms / 1000.0
-        self._max_in_flight = max_in_flight
+        # Without idempotence nothing can restore order if Ray starts pipelined appends
+        # out of order, so a non-idempotent producer keeps one batch in flight per partition.
+        self._max_in_flight = max_in_flight if idempotent else 1
         self._key_ser = serializer(key_serializer)
         self._value_ser = serializer(value_serializer)
         self._timeout_s = request_timeout_ms / 1000.0
