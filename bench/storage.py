@@ -1,6 +1,6 @@
 """Storage engine benchmark: raw disk vs PartitionLog append, read and recovery.
 
-    python bench/storage.py [--dir D] [--size-mib N] [--fsync-mib M] [--small-mib S] [--keep]
+    python bench/storage.py [--dir D] [--size-mib N] [--fsync-mib M] [--small-mib S] [--repeat R] [--keep]
 
 Everything runs in a fresh temporary folder under ``--dir`` (default: the
 system temp dir), removed at the end. Numbers to compare:
@@ -104,16 +104,29 @@ def drop_cache(paths: list[str]) -> None:
             os.close(fd)
 
 
+def quiesce() -> None:
+    """Start each timed write run from a quiet disk: no dirty pages or pending discards of earlier runs."""
+    os.sync()
+    time.sleep(0.5)
+
+
 def segment_files(directory: str) -> list[str]:
     return sorted(os.path.join(directory, n) for n in os.listdir(directory) if n.endswith(".log"))
 
 
-def one_mib_batch() -> bytes:
-    """A batch of 16 records of ~64 KiB, just under 1 MiB and Kafka's default max.message.bytes."""
-    rng = os.urandom(65_400)
-    b = build_batch([rng] * 16, timestamps=int(time.time() * 1000))
-    assert len(b) <= 1_048_588, len(b)
-    return b
+def one_mib_batches(count: int) -> list[bytes]:
+    """Distinct batches of 16 random ~64 KiB records, just under 1 MiB (Kafka's default max.message.bytes).
+
+    Random and distinct because virtual disks may compress or deduplicate:
+    repeated or compressible data would make writes look faster than they are.
+    The raw-write baseline writes these very same bytes.
+    """
+    out = []
+    for _ in range(count):
+        b = build_batch([os.urandom(65_400) for _ in range(16)], timestamps=int(time.time() * 1000))
+        assert len(b) <= 1_048_588, len(b)
+        out.append(b)
+    return out
 
 
 def small_batch() -> bytes:
@@ -137,14 +150,13 @@ def rate(nbytes: int, seconds: float) -> str:
 
 # ---------------------------------------------------------------- benchmarks
 
-def raw_write(directory: str, size_mib: int) -> float:
-    block = os.urandom(MIB)
+def raw_write(directory: str, size_mib: int, blocks: list[bytes]) -> float:
     path = os.path.join(directory, "dd.bin")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     started = time.perf_counter()
     try:
-        for _ in range(size_mib):
-            os.write(fd, block)
+        for i in range(size_mib):
+            os.write(fd, blocks[i % len(blocks)])
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -153,23 +165,23 @@ def raw_write(directory: str, size_mib: int) -> float:
     return elapsed
 
 
-def append_default(directory: str, size_mib: int, batch: bytes) -> tuple[float, float, PartitionLog]:
+def append_default(directory: str, size_mib: int, batches: list[bytes]) -> tuple[float, float, PartitionLog]:
     log = PartitionLog(os.path.join(directory, "append-0"))
     started = time.perf_counter()
-    for _ in range(size_mib):
-        log.append(batch)
+    for i in range(size_mib):
+        log.append(batches[i % len(batches)])
     appended = time.perf_counter() - started
     log.flush()
     return appended, time.perf_counter() - started, log
 
 
-def append_fsync_each(directory: str, size_mib: int, batch: bytes) -> tuple[float, list[float]]:
+def append_fsync_each(directory: str, size_mib: int, batches: list[bytes]) -> tuple[float, list[float]]:
     log = PartitionLog(os.path.join(directory, "fsync-0"), TopicConfig.from_dict({"flush.messages": "1"}))
     latencies = []
     started = time.perf_counter()
-    for _ in range(size_mib):
+    for i in range(size_mib):
         t = time.perf_counter()
-        log.append(batch)
+        log.append(batches[i % len(batches)])
         latencies.append(time.perf_counter() - t)
     elapsed = time.perf_counter() - started
     log.delete()
@@ -230,6 +242,7 @@ def main() -> None:
     parser.add_argument("--fsync-mib", type=int, default=256, help="data for the fsync-per-append run")
     parser.add_argument("--small-mib", type=int, default=128, help="data for the small-batch recovery run")
     parser.add_argument("--read-chunk-mib", type=int, default=16, help="max_bytes of each read()/locate()")
+    parser.add_argument("--repeat", type=int, default=5, help="alternating raw-write/append rounds (median reported)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args()
 
@@ -247,18 +260,35 @@ def main() -> None:
 
     try:
         size = args.size_mib * MIB
-        batch = one_mib_batch()
-        bsize = len(batch)
+        batches = one_mib_batches(min(args.size_mib, 64))
+        bsize = len(batches[0])
 
-        t_raw = raw_write(work, args.size_mib)
-        row(f"raw write, 1 MiB write() x {args.size_mib} + fsync", rate(size, t_raw), f"{t_raw:.2f} s")
-
-        t_app, t_app_flush, log = append_default(work, args.size_mib, batch)
+        # Raw write and append alternate, repeated: a shared virtual disk is noisy
+        # and the order of runs matters (writeback, discard of deleted files).
+        raws, apps, app_flushes = [], [], []
         nbytes = args.size_mib * bsize
-        row("append 1 MiB batches (default flush policy)", rate(nbytes, t_app), f"{args.size_mib / t_app:.0f} appends/s, no fsync")
-        row("  ... including the closing flush()", rate(nbytes, t_app_flush), f"{100 * (nbytes / t_app_flush) / (size / t_raw):.0f}% of raw write")
+        log = None
+        for r in range(args.repeat):
+            if log is not None:
+                log.delete()  # every timed run starts from an empty folder
+            quiesce()
+            raws.append(raw_write(work, args.size_mib, batches))
+            quiesce()
+            t_app, t_app_flush, log = append_default(work, args.size_mib, batches)
+            apps.append(t_app)
+            app_flushes.append(t_app_flush)
 
-        t_fs, lat = append_fsync_each(work, args.fsync_mib, batch)
+        def spread(times: list[float], n: int) -> str:
+            lo, hi = n / MIB / max(times), n / MIB / min(times)
+            return f"median of {len(times)}, range {lo:.0f}-{hi:.0f} MiB/s"
+
+        t_raw, t_app, t_app_flush = (statistics.median(x) for x in (raws, apps, app_flushes))
+        row(f"raw write, 1 MiB write() x {args.size_mib} + fsync", rate(nbytes, t_raw), spread(raws, nbytes))
+        row("append 1 MiB batches (default flush policy)", rate(nbytes, t_app), f"{spread(apps, nbytes)}, no fsync")
+        row("  ... including the closing flush()", rate(nbytes, t_app_flush), f"{spread(app_flushes, nbytes)}; {100 * t_raw / t_app_flush:.0f}% of raw write")
+
+        quiesce()
+        t_fs, lat = append_fsync_each(work, args.fsync_mib, batches)
         lat_ms = sorted(x * 1000 for x in lat)
         row(
             f"append 1 MiB + fsync each (flush.messages=1) x {args.fsync_mib}",
