@@ -1,0 +1,15 @@
+"""Kafka wire-protocol gateway: existing Kafka clients talk to logan-ray unchanged.
+
+One gateway per Ray node (:mod:`.actor`) listens for Kafka clients, decodes
+requests with the sans-IO codec (:mod:`logan_ray.protocol`), calls the partition
+actors and the router, and writes responses — Fetch record bytes straight from
+the segment files with ``os.sendfile``.
+"""
+from __future__ import annotations
+
+from .actor import GatewayActor, free_port, gateway_name, start_gateways, stop_gateways
+from .cluster import broker_id, topic_id
+from .server import MAX_FRAME_BYTES, Gateway
+
+__all__ = ["Gateway", "GatewayActor", "MAX_FRAME_BYTES", "broker_id", "free_port", "gateway_name",
+           "start_gateways", "stop_gateways", "topic_id"]

@@ -1,0 +1,163 @@
+"""The gateway as a Ray actor: one per node, pinned there, serving that node's partitions.
+
+Why an async actor rather than a separate server process: it shares the node's
+Ray worker machinery (actor handles to the partitions, restarts by Ray), and its
+event loop carries both the client sockets and the awaits on partition actors.
+On a restart after a crash the constructor asks the actor itself to serve
+again, so a gateway comes back on the same port without anyone calling it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import Any
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from logan_ray._ray import NAMESPACE, get
+
+from .server import MAX_FRAME_BYTES, Gateway
+
+log = logging.getLogger("logan_ray.gateway")
+
+REGISTER_INTERVAL_S = 10.0  # re-register, so a restarted router learns the gateways again
+
+
+def gateway_name(node_id: str) -> str:
+    return f"gateway-{node_id[:8]}"
+
+
+class GatewayActor:
+    def __init__(self, host: str, port: int, advertised_host: str | None, advertised_port: int | None,
+                 max_frame_bytes: int = MAX_FRAME_BYTES, cluster_id: str = "logan-ray") -> None:
+        self.host, self.port = host, port
+        self.advertised_host, self.advertised_port = advertised_host, advertised_port
+        self.max_frame_bytes = max_frame_bytes
+        self.cluster_id = cluster_id
+        self.node_id = ray.get_runtime_context().get_node_id()
+        self._gateway: Gateway | None = None
+        self._bound: tuple[str, int] | None = None
+        self._register_task: asyncio.Task | None = None
+        logging.getLogger("logan_ray").setLevel(logging.INFO)
+        ctx = ray.get_runtime_context()
+        if ctx.was_current_actor_reconstructed:
+            ctx.current_actor.serve.remote()  # come back up by ourselves after a crash
+
+    async def serve(self) -> str:
+        """Start listening (idempotent); returns the advertised "host:port"."""
+        if self._gateway is None:
+            from logan_ray.actors.router import ROUTER_NAME
+
+            router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
+            gateway = Gateway(router, self.node_id, cluster_id=self.cluster_id, max_frame_bytes=self.max_frame_bytes)
+            self._bound = gateway.listen(self.host, self.port)
+            self._gateway = gateway
+            self.port = self._bound[1]  # a restart re-binds the same port
+            await self._register()
+            self._register_task = asyncio.get_running_loop().create_task(self._keep_registered())
+        return self.endpoint()
+
+    def _advertised(self) -> tuple[str, int]:
+        assert self._bound is not None
+        host = self.advertised_host
+        if not host:
+            host = self._bound[0]
+            if host in ("0.0.0.0", "::", ""):
+                host = ray.util.get_node_ip_address()
+        return host, self.advertised_port or self._bound[1]
+
+    def endpoint(self) -> str:
+        host, port = self._advertised()
+        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+    async def _register(self) -> None:
+        host, port = self._advertised()
+        assert self._gateway is not None
+        await self._gateway.cluster.router.register_gateway.remote(self.node_id, host, port)
+
+    async def _keep_registered(self) -> None:
+        while True:
+            await asyncio.sleep(REGISTER_INTERVAL_S)
+            try:
+                await self._register()
+            except Exception as e:  # the router may be restarting: try again next round
+                log.warning("gateway: re-registering failed: %s", e)
+
+    async def stats(self) -> dict[str, Any]:
+        s = self._gateway.stats() if self._gateway else {}
+        s.update(node_id=self.node_id, endpoint=self.endpoint() if self._bound else None)
+        return s
+
+    async def stop(self) -> None:
+        """Stop listening, close connections and leave the router's broker list."""
+        if self._register_task is not None:
+            self._register_task.cancel()
+        if self._gateway is not None:
+            self._gateway.close()
+            try:
+                await self._gateway.cluster.router.unregister_gateway.remote(self.node_id)
+            except Exception:
+                pass
+            self._gateway = None
+
+
+def gateway_actor_class():
+    return ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=0, max_concurrency=1000)(GatewayActor)
+
+
+def _alive_nodes() -> list[dict]:
+    return [n for n in ray.nodes() if n.get("Alive")]
+
+
+def start_gateways(host: str = "127.0.0.1", port: int = 9092, advertised_host: str | None = None,
+                   advertised_port: int | None = None, *, max_frame_bytes: int = MAX_FRAME_BYTES,
+                   cluster_id: str = "logan-ray", nodes: list[str] | None = None,
+                   timeout: float = 120) -> dict[str, str]:
+    """Start (or find) one gateway per alive node; returns {node id: advertised "host:port"}.
+
+    Port 0 lets each gateway pick a free port. With several nodes and an explicit
+    port, every node listens on the same port number on its own address.
+    """
+    node_ids = nodes or [n["NodeID"] for n in _alive_nodes()]
+    actors = {}
+    for node in node_ids:
+        actors[node] = gateway_actor_class().options(
+            name=gateway_name(node), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+        ).remote(host, port, advertised_host, advertised_port, max_frame_bytes, cluster_id)
+    refs = {node: a.serve.remote() for node, a in actors.items()}
+    out = {}
+    for node, ref in refs.items():
+        try:
+            out[node] = get(ref, timeout=timeout)
+        except ray.exceptions.RayTaskError as e:
+            cause = getattr(e, "cause", None) or e
+            ray.kill(actors[node], no_restart=True)
+            if isinstance(cause, OSError):
+                raise OSError(cause.errno, f"gateway cannot listen on {host}:{port}: {cause.strerror}") from None
+            raise
+    return out
+
+
+def stop_gateways(nodes: list[str] | None = None, timeout: float = 30) -> None:
+    """Stop and remove the gateway actors (of ``nodes``, default all alive nodes)."""
+    node_ids = nodes or [n["NodeID"] for n in _alive_nodes()]
+    for node in node_ids:
+        try:
+            actor = ray.get_actor(gateway_name(node), namespace=NAMESPACE)
+        except ValueError:
+            continue
+        try:
+            get(actor.stop.remote(), timeout=timeout)
+        except Exception as e:
+            log.warning("gateway on %s did not stop cleanly: %s", node[:8], e)
+        ray.kill(actor, no_restart=True)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A currently free TCP port on ``host`` (for tests and benchmarks)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]

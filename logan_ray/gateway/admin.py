@@ -1,0 +1,247 @@
+"""Admin APIs: topics, partitions, configs and DeleteRecords, answered through the router.
+
+Every gateway answers admin requests (each advertises itself as the controller),
+because the router — not a broker — owns the topic registry. Errors from the
+router and the partition actors are typed with their Kafka code, so each result
+carries the code and the message the caller would get from Kafka.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from logan_ray.protocol import errors as codes
+
+from .cluster import error_code, error_message, topic_id
+
+if TYPE_CHECKING:
+    from .connection import Connection
+    from .server import Gateway
+
+log = logging.getLogger("logan_ray.gateway")
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+# DescribeConfigs config sources
+TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+async def _topic_configs(gw: "Gateway", name: str) -> list[tuple[str, str, bool]]:
+    return await gw.cluster.router.topic_config.remote(name)
+
+
+# ----------------------------------------------------------------- topics
+async def _create_one(gw: "Gateway", t: dict, validate_only: bool, version: int) -> dict:
+    name = t["name"]
+    out = {"name": name, "topic_id": topic_id(name), "error_code": codes.NONE, "error_message": None,
+           "num_partitions": -1, "replication_factor": -1, "configs": None}
+    partitions = t["num_partitions"]
+    if t.get("assignments"):
+        partitions = len(t["assignments"])  # placement is logan-ray's job; honour the count
+    config = {c["name"]: c["value"] for c in t.get("configs", []) if c["value"] is not None}
+    try:
+        info = await gw.cluster.router.create_topic.remote(name, partitions, config, t["replication_factor"],
+                                                          validate_only)
+        out["num_partitions"] = len(info["partitions"]) if isinstance(info["partitions"], list) \
+            else info["partitions"]
+        out["replication_factor"] = 1
+        if version >= 5 and not validate_only:
+            rows = await _topic_configs(gw, name)
+            out["configs"] = [{"name": k, "value": v, "read_only": False, "is_sensitive": False,
+                               "config_source": DEFAULT_CONFIG if is_default else TOPIC_CONFIG}
+                              for k, v, is_default in rows]
+    except Exception as e:
+        out["error_code"], out["error_message"] = error_code(e), error_message(e)
+    return out
+
+
+async def create_topics(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    validate_only = body.get("validate_only", False)
+    seen: dict[str, int] = {}
+    for t in body["topics"]:
+        seen[t["name"]] = seen.get(t["name"], 0) + 1
+    jobs = []
+    for t in body["topics"]:
+        if seen[t["name"]] > 1:
+            jobs.append(_failed_create(t["name"], codes.INVALID_REQUEST, "topic named more than once"))
+        else:
+            jobs.append(_create_one(gw, t, validate_only, header.api_version))
+    return {"throttle_time_ms": 0, "topics": list(await asyncio.gather(*jobs))}
+
+
+async def _failed_create(name: str, code: int, message: str) -> dict:
+    return {"name": name, "topic_id": topic_id(name), "error_code": code, "error_message": message,
+            "num_partitions": -1, "replication_factor": -1, "configs": None}
+
+
+async def _delete_one(gw: "Gateway", name: str | None, tid: Any) -> dict:
+    out = {"name": name, "topic_id": tid if tid is not None else (topic_id(name) if name else None),
+           "error_code": codes.NONE, "error_message": None}
+    if name is None:
+        name = (await gw.cluster.topic_names([tid]))[tid]
+        if name is None:
+            out["error_code"], out["error_message"] = codes.UNKNOWN_TOPIC_ID, "unknown topic id"
+            return out
+        out["name"] = name
+    try:
+        await gw.cluster.router.delete_topic.remote(name)
+    except Exception as e:
+        out["error_code"], out["error_message"] = error_code(e), error_message(e)
+    gw.cluster.forget(name)
+    return out
+
+
+async def delete_topics(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    if header.api_version >= 6:
+        targets = [(t.get("name"), t.get("topic_id") if t.get("name") is None else None) for t in body["topics"]]
+    else:
+        targets = [(n, None) for n in body["topic_names"]]
+    results = await asyncio.gather(*(_delete_one(gw, n, i) for n, i in targets))
+    return {"throttle_time_ms": 0, "responses": list(results)}
+
+
+async def create_partitions(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    async def one(t: dict) -> dict:
+        out = {"name": t["name"], "error_code": codes.NONE, "error_message": None}
+        try:
+            await gw.cluster.router.create_partitions.remote(t["name"], t["count"], body["validate_only"])
+        except Exception as e:
+            out["error_code"], out["error_message"] = error_code(e), error_message(e)
+        gw.cluster.forget(t["name"])
+        return out
+
+    return {"throttle_time_ms": 0, "results": list(await asyncio.gather(*(one(t) for t in body["topics"])))}
+
+
+# ----------------------------------------------------------------- configs
+async def _broker_rows(gw: "Gateway") -> list[tuple[str, str, bool]]:
+    s = await gw.cluster.settings()
+    return [
+        ("broker.id", str(gw.cluster.broker_id), False),
+        ("auto.create.topics.enable", str(s.get("auto_create_topics", True)).lower(), False),
+        ("num.partitions", str(s.get("num_partitions", 1)), False),
+        ("log.dirs", str(s.get("data_dir", "")), False),
+        ("default.replication.factor", "1", True),
+        ("socket.request.max.bytes", str(gw.max_frame_bytes), True),
+    ]
+
+
+async def _describe_one(gw: "Gateway", r: dict, version: int) -> dict:
+    rtype, name = r["resource_type"], r["resource_name"]
+    out = {"error_code": codes.NONE, "error_message": None, "resource_type": rtype, "resource_name": name,
+           "configs": []}
+    try:
+        if rtype == TOPIC:
+            rows = await _topic_configs(gw, name)
+            read_only, source_of = False, (lambda d: DEFAULT_CONFIG if d else TOPIC_CONFIG)
+        elif rtype == BROKER:
+            if name not in ("", str(gw.cluster.broker_id)):
+                out["error_code"], out["error_message"] = codes.INVALID_REQUEST, f"no broker {name!r} here"
+                return out
+            rows = await _broker_rows(gw)
+            read_only, source_of = True, (lambda d: DEFAULT_CONFIG if d else STATIC_BROKER_CONFIG)
+        elif rtype == BROKER_LOGGER:
+            return out
+        else:
+            out["error_code"], out["error_message"] = codes.INVALID_REQUEST, f"unsupported resource type {rtype}"
+            return out
+    except Exception as e:
+        out["error_code"], out["error_message"] = error_code(e), error_message(e)
+        return out
+    keys = r.get("configuration_keys")
+    wanted = None if not keys else set(keys)
+    out["configs"] = [
+        {"name": k, "value": v, "read_only": read_only, "is_default": is_default,
+         "config_source": source_of(is_default), "is_sensitive": False, "synonyms": [], "config_type": 0,
+         "documentation": None}
+        for k, v, is_default in rows if wanted is None or k in wanted]
+    return out
+
+
+async def describe_configs(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    results = await asyncio.gather(*(_describe_one(gw, r, header.api_version) for r in body["resources"]))
+    return {"throttle_time_ms": 0, "results": list(results)}
+
+
+async def _alter_one(gw: "Gateway", r: dict, incremental: bool, validate_only: bool) -> dict:
+    rtype, name = r["resource_type"], r["resource_name"]
+    out = {"error_code": codes.NONE, "error_message": None, "resource_type": rtype, "resource_name": name}
+    if rtype != TOPIC:
+        out["error_code"] = codes.INVALID_REQUEST
+        out["error_message"] = "only topic configs can be altered; broker settings are fixed at start"
+        return out
+    try:
+        changes: dict[str, Any] = {}
+        if not incremental:
+            changes = {c["name"]: c["value"] for c in r["configs"]}
+        else:
+            current = None
+            for c in r["configs"]:
+                op, key, value = c["config_operation"], c["name"], c["value"]
+                if op == SET:
+                    changes[key] = value
+                elif op == DELETE:
+                    changes[key] = None
+                elif op in (APPEND, SUBTRACT):
+                    if current is None:
+                        current = {k: v for k, v, _ in await _topic_configs(gw, name)}
+                    base = changes.get(key, current.get(key)) or ""
+                    items = [x for x in base.split(",") if x]
+                    extra = [x for x in (value or "").split(",") if x]
+                    if op == APPEND:
+                        items += [x for x in extra if x not in items]
+                    else:
+                        items = [x for x in items if x not in extra]
+                    changes[key] = ",".join(items)
+                else:
+                    out["error_code"], out["error_message"] = codes.INVALID_REQUEST, f"unknown operation {op}"
+                    return out
+        await gw.cluster.router.alter_config.remote(name, changes, incremental, validate_only)
+    except Exception as e:
+        out["error_code"], out["error_message"] = error_code(e), error_message(e)
+    return out
+
+
+async def alter_configs(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    results = await asyncio.gather(*(_alter_one(gw, r, False, body["validate_only"]) for r in body["resources"]))
+    return {"throttle_time_ms": 0, "responses": list(results)}
+
+
+async def incremental_alter_configs(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    results = await asyncio.gather(*(_alter_one(gw, r, True, body["validate_only"]) for r in body["resources"]))
+    return {"throttle_time_ms": 0, "responses": list(results)}
+
+
+# ----------------------------------------------------------------- records
+async def delete_records(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    async def one(name: str, p: dict) -> dict:
+        out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": codes.NONE}
+        try:
+            part = await gw.cluster.partition(name, p["partition_index"])
+            if part is None:
+                out["error_code"] = codes.UNKNOWN_TOPIC_OR_PARTITION
+            elif not part.local:
+                out["error_code"] = codes.NOT_LEADER_OR_FOLLOWER
+            else:
+                out["low_watermark"] = await part.handle.delete_records.remote(p["offset"])
+        except Exception as e:
+            out["error_code"] = error_code(e)
+        return out
+
+    topics = []
+    for t in body["topics"]:
+        parts = await asyncio.gather(*(one(t["name"], p) for p in t["partitions"]))
+        topics.append({"name": t["name"], "partitions": list(parts)})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+HANDLERS = {
+    19: (0, 7, create_topics),
+    20: (0, 6, delete_topics),
+    37: (0, 3, create_partitions),
+    32: (0, 4, describe_configs),
+    33: (0, 2, alter_configs),
+    44: (0, 1, incremental_alter_configs),
+    21: (0, 2, delete_records),
+}

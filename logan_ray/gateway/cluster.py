@@ -1,0 +1,148 @@
+"""What a gateway knows about the cluster: routes, broker ids, topic ids, error codes.
+
+Every Kafka request names topics and partitions; the gateway needs the partition
+actor (and the node it lives on) for each. Asking the router on every request
+would add a Ray round trip to each produce and fetch, so routes are cached and
+dropped when a call through them fails (deleted topic, dead actor) or when a
+Metadata request asks for fresh ones, which is when Kafka clients expect change.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from typing import Any, Iterable
+
+from logan_ray.protocol import errors as codes
+
+log = logging.getLogger("logan_ray.gateway")
+
+#: Namespace of the deterministic topic ids (uuid5 of the topic name).
+TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6761-6e2d-7261-792d-746f70696373")
+GATEWAYS_TTL_S = 2.0
+
+
+def broker_id(node_id: str) -> int:
+    """Kafka broker id of a Ray node: the first 28 bits of its id (stable, non-negative int32)."""
+    return int(node_id[:7], 16)
+
+
+def topic_id(name: str) -> uuid.UUID:
+    """A stable topic id every gateway computes the same way, with no shared state."""
+    return uuid.uuid5(TOPIC_ID_NAMESPACE, name)
+
+
+def error_code(exc: BaseException) -> int:
+    """Kafka error code for an exception from an actor call (Ray wraps the original)."""
+    import ray
+
+    cause = getattr(exc, "cause", None) or exc
+    code = getattr(cause, "code", None)
+    if isinstance(code, int) and code != -1:
+        return code
+    if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)):
+        return codes.NOT_LEADER_OR_FOLLOWER
+    if isinstance(exc, (asyncio.TimeoutError, ray.exceptions.GetTimeoutError)):
+        return codes.REQUEST_TIMED_OUT
+    return codes.UNKNOWN_SERVER_ERROR
+
+
+def error_message(exc: BaseException) -> str:
+    cause = getattr(exc, "cause", None) or exc
+    text = str(cause).strip().splitlines()
+    return text[0] if text else type(cause).__name__
+
+
+def is_stale_route(exc: BaseException) -> bool:
+    """True when the cached handle may point at an actor that no longer serves the partition."""
+    import ray
+
+    if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)):
+        return True
+    return error_code(exc) == codes.NOT_LEADER_OR_FOLLOWER
+
+
+class Partition:
+    """One routed partition: actor handle, node, and whether this gateway serves it."""
+
+    __slots__ = ("handle", "node_id", "local")
+
+    def __init__(self, handle: Any, node_id: str, local: bool) -> None:
+        self.handle = handle
+        self.node_id = node_id
+        self.local = local
+
+
+class Cluster:
+    """Route cache and cluster facts for one gateway (one per node)."""
+
+    def __init__(self, router: Any, node_id: str, cluster_id: str) -> None:
+        self.router = router
+        self.node_id = node_id
+        self.broker_id = broker_id(node_id)
+        self.cluster_id = cluster_id
+        self._routes: dict[str, list[Partition]] = {}
+        self._ids: dict[uuid.UUID, str] = {}
+        self._gateways: dict[str, tuple[str, int]] = {}
+        self._gateways_at = 0.0
+        self._settings: dict[str, Any] | None = None
+
+    # ---------------------------------------------------------------- routes
+    def _store(self, name: str, parts: list | None) -> list[Partition] | None:
+        if parts is None:
+            self._routes.pop(name, None)
+            return None
+        routed = [Partition(h, n, n == self.node_id) for h, n in parts]
+        self._routes[name] = routed
+        self._ids[topic_id(name)] = name
+        return routed
+
+    async def refresh(self, names: list[str] | None, auto_create: bool = False) -> dict[str, list[Partition] | None]:
+        """Fresh routes from the router (all topics when ``names`` is None)."""
+        routes = await self.router.route.remote(names, auto_create)
+        if names is None:
+            for gone in set(self._routes) - set(routes):
+                self._routes.pop(gone, None)
+        return {name: self._store(name, parts) for name, parts in routes.items()}
+
+    async def topic(self, name: str) -> list[Partition] | None:
+        """Cached routes of one topic, asking the router only on a miss."""
+        parts = self._routes.get(name)
+        if parts is None:
+            parts = (await self.refresh([name]))[name]
+        return parts
+
+    async def partition(self, name: str, index: int) -> Partition | None:
+        """The routed partition, or None when the topic or partition does not exist."""
+        parts = await self.topic(name)
+        if parts is not None and not 0 <= index < len(parts):
+            parts = (await self.refresh([name]))[name]  # maybe partitions were added
+        if parts is None or not 0 <= index < len(parts):
+            return None
+        return parts[index]
+
+    def forget(self, name: str) -> None:
+        self._routes.pop(name, None)
+
+    async def topic_names(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str | None]:
+        """Names of topic ids; unknown ids make one router call for the full topic list."""
+        ids = list(ids)
+        if any(i not in self._ids for i in ids):
+            for name in await self.router.list_topics.remote():
+                self._ids[topic_id(name)] = name
+        return {i: self._ids.get(i) for i in ids}
+
+    # --------------------------------------------------------------- brokers
+    async def gateways(self, fresh: bool = False) -> dict[str, tuple[str, int]]:
+        """{node id: (advertised host, port)} of every registered gateway."""
+        now = time.monotonic()
+        if fresh or now - self._gateways_at > GATEWAYS_TTL_S:
+            self._gateways = await self.router.gateways.remote()
+            self._gateways_at = now
+        return self._gateways
+
+    async def settings(self) -> dict[str, Any]:
+        if self._settings is None:
+            self._settings = await self.router.settings.remote()
+        return self._settings

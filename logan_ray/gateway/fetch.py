@@ -1,0 +1,254 @@
+"""Fetch (zero-copy, long-poll) and ListOffsets.
+
+A Fetch never reads record bytes into Python: the partition actor's ``locate``
+returns batch-aligned ranges of its segment files, the gateway opens them, and
+the connection sends the encoded response header followed by the ranges with
+``os.sendfile``. Long-polling happens in the partition actor, which wakes the
+moment an append makes enough data available. Fetch sessions (KIP-227) are not
+offered: every request is a full, session-less fetch, which clients fall back to
+when the broker answers with session id 0.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from logan_ray.protocol import errors as codes
+
+from .cluster import Partition, error_code, error_message, is_stale_route
+from .connection import FileRanges
+
+if TYPE_CHECKING:
+    from .connection import Connection
+    from .server import Gateway
+
+log = logging.getLogger("logan_ray.gateway")
+
+INT32_MAX = 2**31 - 1
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, EARLIEST_PENDING_UPLOAD, LATEST_TIERED = -1, -2, -3, -4, -5, -6
+
+
+def _partition_result(index: int, code: int = codes.NONE, hw: int = -1, log_start: int = -1,
+                      records: Any = b"") -> dict:
+    return {"partition_index": index, "error_code": code, "high_watermark": hw, "last_stable_offset": hw,
+            "log_start_offset": log_start, "aborted_transactions": None, "preferred_read_replica": -1,
+            "records": records}
+
+
+class _Slot:
+    """One requested partition and what we found for it so far."""
+
+    __slots__ = ("topic", "index", "offset", "max_bytes", "part", "result", "slices")
+
+    def __init__(self, topic: str | None, index: int, offset: int, max_bytes: int) -> None:
+        self.topic = topic
+        self.index = index
+        self.offset = offset
+        self.max_bytes = max_bytes
+        self.part: Partition | None = None
+        self.result: dict | None = None  # final answer (error or data)
+        self.slices: list = []
+
+    @property
+    def size(self) -> int:
+        return sum(s[2] for s in self.slices)
+
+
+async def _locate(gw: "Gateway", slot: _Slot, max_bytes: int, max_wait_ms: int, min_bytes: int) -> None:
+    part = slot.part
+    assert part is not None
+    try:
+        slices, hw, log_start = await part.handle.locate.remote(slot.offset, max_bytes, max_wait_ms, min_bytes)
+    except Exception as e:
+        code = error_code(e)
+        if is_stale_route(e):
+            gw.cluster.forget(slot.topic)
+        hw = log_start = -1
+        if code == codes.OFFSET_OUT_OF_RANGE:
+            try:
+                log_start, hw = await part.handle.offsets.remote()
+            except Exception:
+                pass
+        elif code == codes.UNKNOWN_SERVER_ERROR:
+            log.warning("gateway: fetch %s-%d at %d failed: %s", slot.topic, slot.index, slot.offset,
+                        error_message(e))
+        slot.slices = []
+        slot.result = _partition_result(slot.index, code, hw, log_start)
+        return
+    slot.slices = slices
+    slot.result = _partition_result(slot.index, codes.NONE, hw, log_start)
+
+
+async def _wait_any(slots: list[_Slot], timeout_s: float) -> None:
+    """Until an append reaches any of the partitions (or the time is up)."""
+    waits = [asyncio.ensure_future(s.part.handle.wait_for_data.remote(s.offset, int(timeout_s * 1000) + 1))
+             for s in slots]
+    try:
+        await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:  # the actor-side waits end by themselves on the next append or timeout
+            if not w.done():
+                w.add_done_callback(_ignore)
+
+
+def _ignore(fut: asyncio.Future) -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
+async def fetch(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    version = header.api_version
+    by_id = version >= 13
+    session_id, session_epoch = body.get("session_id", 0), body.get("session_epoch", -1)
+    response = {"throttle_time_ms": 0, "error_code": codes.NONE, "session_id": 0, "responses": [],
+                "node_endpoints": []}
+    if session_id != 0:
+        response["error_code"] = codes.FETCH_SESSION_ID_NOT_FOUND
+        return response
+    if session_epoch > 0:
+        response["error_code"] = codes.INVALID_FETCH_SESSION_EPOCH
+        return response
+    max_wait = max(0, body["max_wait_ms"])
+    min_bytes = max(0, body["min_bytes"])
+    max_bytes = body.get("max_bytes", INT32_MAX)
+    if max_bytes <= 0:
+        max_bytes = INT32_MAX
+    deadline = time.monotonic() + max_wait / 1000.0
+    topics = body["topics"]
+    names: dict = {}
+    if by_id:
+        names = await gw.cluster.topic_names({t["topic_id"] for t in topics})
+    groups: list[tuple[dict, list[_Slot]]] = []
+    live: list[_Slot] = []
+    for t in topics:
+        name = names.get(t["topic_id"]) if by_id else t["topic"]
+        slots = [_Slot(name, p["partition"], p["fetch_offset"], p["partition_max_bytes"]) for p in t["partitions"]]
+        groups.append(({"topic": t.get("topic", ""), "topic_id": t.get("topic_id")}, slots))
+        for s in slots:
+            if name is None:
+                s.result = _partition_result(s.index, codes.UNKNOWN_TOPIC_ID)
+                continue
+            try:
+                s.part = await gw.cluster.partition(name, s.index)
+            except Exception as e:
+                s.result = _partition_result(s.index, error_code(e))
+                continue
+            if s.part is None:
+                s.result = _partition_result(s.index, codes.UNKNOWN_TOPIC_OR_PARTITION)
+            elif not s.part.local:
+                s.result = _partition_result(s.index, codes.NOT_LEADER_OR_FOLLOWER)
+            else:
+                live.append(s)
+    if len(live) == 1:
+        s = live[0]
+        await _locate(gw, s, min(s.max_bytes, max_bytes), max_wait, min_bytes)
+    elif live:
+        await asyncio.gather(*(_locate(gw, s, min(s.max_bytes, max_bytes), 0, 0) for s in live))
+        while True:
+            remaining = deadline - time.monotonic()
+            ok = [s for s in live if s.result["error_code"] == codes.NONE]
+            if remaining <= 0 or len(ok) < len(live) or sum(s.size for s in ok) >= max(min_bytes, 1):
+                break
+            await _wait_any(ok, remaining)
+            await asyncio.gather(*(_locate(gw, s, min(s.max_bytes, max_bytes), 0, 0) for s in ok))
+        await _fit(gw, live, max_bytes)
+    for s in live:
+        await _open(gw, s)
+    for topic, slots in groups:
+        topic["partitions"] = [s.result for s in slots]
+        response["responses"].append(topic)
+    return response
+
+
+async def _fit(gw: "Gateway", live: list[_Slot], max_bytes: int) -> None:
+    """Honour the response's ``max_bytes``: the first non-empty partition may exceed it (one whole
+    batch, so a consumer never stalls); later ones get what is left, or nothing."""
+    total = 0
+    for s in live:
+        size = s.size
+        if not size:
+            continue
+        if total and total + size > max_bytes:
+            left = max_bytes - total
+            s.slices = []
+            if left > 0:
+                await _locate(gw, s, left, 0, 0)
+                if total + s.size > max_bytes:
+                    s.slices = []
+        total += s.size
+
+
+async def _open(gw: "Gateway", s: _Slot) -> None:
+    for attempt in range(2):
+        if not s.slices:
+            return
+        try:
+            s.result["records"] = FileRanges.open(s.slices)
+            return
+        except FileNotFoundError:  # retention removed the segment since locate: look again
+            if attempt == 0:
+                await _locate(gw, s, max(s.size, 1), 0, 0)
+    s.slices = []
+    s.result["records"] = b""
+
+
+# ------------------------------------------------------------------ ListOffsets
+async def _list_one(part: Partition | None, index: int, timestamp: int) -> dict:
+    out = {"partition_index": index, "error_code": codes.NONE, "old_style_offsets": [], "timestamp": -1,
+           "offset": -1, "leader_epoch": -1}
+    if part is None:
+        out["error_code"] = codes.UNKNOWN_TOPIC_OR_PARTITION
+        return out
+    if not part.local:
+        out["error_code"] = codes.NOT_LEADER_OR_FOLLOWER
+        return out
+    h = part.handle
+    try:
+        if timestamp == LATEST:
+            out["offset"] = (await h.offsets.remote())[1]
+        elif timestamp == LATEST_TIERED:  # nothing is tiered
+            out["offset"] = -1
+        elif timestamp in (EARLIEST, EARLIEST_LOCAL):
+            out["offset"] = (await h.offsets.remote())[0]
+        elif timestamp == EARLIEST_PENDING_UPLOAD:
+            out["offset"] = -1
+        elif timestamp == MAX_TIMESTAMP:
+            found = await h.max_timestamp_offset.remote()
+            if found is not None:
+                out["offset"], out["timestamp"] = found
+        elif timestamp >= 0:
+            found = await h.offset_for_timestamp.remote(timestamp)
+            if found is not None:
+                out["offset"], out["timestamp"] = found
+        else:
+            out["error_code"] = codes.INVALID_REQUEST
+    except Exception as e:
+        out["error_code"] = error_code(e)
+    return out
+
+
+async def list_offsets(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    topics_out = []
+    for t in body["topics"]:
+        name = t["name"]
+        jobs = []
+        for p in t["partitions"]:
+            try:
+                part = await gw.cluster.partition(name, p["partition_index"])
+            except Exception:
+                part = None
+            jobs.append(_list_one(part, p["partition_index"], p["timestamp"]))
+        parts = await asyncio.gather(*jobs)
+        for r in parts:
+            if r["error_code"] == codes.NOT_LEADER_OR_FOLLOWER:
+                gw.cluster.forget(name)
+        topics_out.append({"name": name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics_out}
+
+
+HANDLERS = {
+    1: (4, 18, fetch),
+    2: (1, 11, list_offsets),
+}

@@ -1,0 +1,165 @@
+"""ApiVersions, Metadata, DescribeCluster, FindCoordinator and InitProducerId.
+
+Each gateway is a Kafka broker whose id is derived from its Ray node id, and a
+partition's leader is the gateway on the node where the partition actor lives,
+so clients send produce and fetch requests straight to the node holding the data.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from logan_ray.errors import InvalidTopicError
+from logan_ray.protocol import errors as codes
+
+from .cluster import broker_id, error_code, error_message, topic_id
+
+if TYPE_CHECKING:
+    from .connection import Connection
+    from .server import Gateway
+
+log = logging.getLogger("logan_ray.gateway")
+
+INT32_MIN = -(2**31)
+MAX_EPOCH = 32767
+
+
+async def api_versions(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    return {"error_code": codes.NONE, "api_keys": gw.api_versions(), "throttle_time_ms": 0,
+            "supported_features": [], "finalized_features_epoch": -1, "finalized_features": [],
+            "zk_migration_ready": False}
+
+
+async def _brokers(gw: "Gateway") -> tuple[list[dict], set[str]]:
+    gateways = await gw.cluster.gateways()
+    brokers = [{"node_id": broker_id(node), "host": host, "port": port, "rack": None}
+               for node, (host, port) in sorted(gateways.items())]
+    return brokers, set(gateways)
+
+
+def _check_name(name: Any) -> str | None:
+    from logan_ray.actors.topic_names import validate_topic_name
+
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError:
+        return None
+    return name
+
+
+async def metadata(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    version = header.api_version
+    cluster = gw.cluster
+    requested = body.get("topics")
+    if version == 0 and not requested:
+        requested = None  # v0: an empty list means every topic
+    auto_create = body.get("allow_auto_topic_creation", True) if version >= 4 else True
+    brokers, alive = await _brokers(gw)
+    topics_out: list[dict] = []
+    if requested is None:
+        routes = await cluster.refresh(None)
+        order = sorted(routes)
+    else:
+        order = []
+        by_id = [t["topic_id"] for t in requested if t.get("name") is None and t.get("topic_id")]
+        names_of = await cluster.topic_names(by_id) if by_id else {}
+        valid: list[str] = []
+        for t in requested:
+            name = t.get("name")
+            if name is None:
+                tid = t.get("topic_id")
+                name = names_of.get(tid)
+                if name is None:
+                    topics_out.append({"error_code": codes.UNKNOWN_TOPIC_ID, "name": None, "topic_id": tid,
+                                       "partitions": []})
+                    continue
+            if _check_name(name) is None:
+                topics_out.append({"error_code": codes.INVALID_TOPIC_EXCEPTION, "name": name,
+                                   "partitions": []})
+                continue
+            if name not in order:
+                order.append(name)
+                valid.append(name)
+        routes = {}
+        if valid:
+            try:
+                routes = await cluster.refresh(valid, auto_create)
+            except Exception as e:  # auto-creation failed: report the topics as they are
+                log.warning("gateway: metadata auto-create of %s failed: %s", valid, error_message(e))
+                routes = await cluster.refresh(valid, False)
+    for name in order:
+        parts = routes.get(name)
+        if parts is None:
+            topics_out.append({"error_code": codes.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                               "topic_id": topic_id(name), "partitions": []})
+            continue
+        partitions = []
+        for i, p in enumerate(parts):
+            if p.node_id in alive:
+                leader = broker_id(p.node_id)
+                partitions.append({"error_code": codes.NONE, "partition_index": i, "leader_id": leader,
+                                   "leader_epoch": -1, "replica_nodes": [leader], "isr_nodes": [leader],
+                                   "offline_replicas": []})
+            else:  # no gateway on that node (yet): clients retry
+                partitions.append({"error_code": codes.LEADER_NOT_AVAILABLE, "partition_index": i,
+                                   "leader_id": -1, "leader_epoch": -1, "replica_nodes": [],
+                                   "isr_nodes": [], "offline_replicas": []})
+        topics_out.append({"error_code": codes.NONE, "name": name, "topic_id": topic_id(name),
+                           "is_internal": False, "partitions": partitions,
+                           "topic_authorized_operations": INT32_MIN})
+    return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cluster.cluster_id,
+            "controller_id": cluster.broker_id, "topics": topics_out,
+            "cluster_authorized_operations": INT32_MIN, "error_code": codes.NONE}
+
+
+async def describe_cluster(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    brokers, _ = await _brokers(gw)
+    endpoint_type = body.get("endpoint_type", 1)
+    if endpoint_type not in (1, 2):
+        return {"throttle_time_ms": 0, "error_code": codes.UNSUPPORTED_ENDPOINT_TYPE,
+                "error_message": f"unknown endpoint type {endpoint_type}", "endpoint_type": endpoint_type,
+                "cluster_id": gw.cluster.cluster_id, "controller_id": -1, "brokers": []}
+    return {"throttle_time_ms": 0, "error_code": codes.NONE, "error_message": None,
+            "endpoint_type": endpoint_type, "cluster_id": gw.cluster.cluster_id,
+            "controller_id": gw.cluster.broker_id,
+            "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": None,
+                         "is_fenced": False} for b in brokers],
+            "cluster_authorized_operations": INT32_MIN}
+
+
+async def find_coordinator(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    """No group or transaction coordinator yet: clients keep retrying, as with a starting Kafka."""
+    message = "logan-ray has no group or transaction coordinator yet"
+    if header.api_version < 4:
+        return {"throttle_time_ms": 0, "error_code": codes.COORDINATOR_NOT_AVAILABLE, "error_message": message,
+                "node_id": -1, "host": "", "port": -1}
+    return {"throttle_time_ms": 0, "coordinators": [
+        {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": codes.COORDINATOR_NOT_AVAILABLE,
+         "error_message": message} for key in body.get("coordinator_keys", [])]}
+
+
+async def init_producer_id(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    """Idempotent producers only: a fresh id, or the same id with a bumped epoch (KIP-360)."""
+    out = {"throttle_time_ms": 0, "error_code": codes.NONE, "producer_id": -1, "producer_epoch": -1}
+    if body.get("transactional_id") is not None:
+        out["error_code"] = codes.COORDINATOR_NOT_AVAILABLE  # transactions are not offered
+        return out
+    pid, epoch = body.get("producer_id", -1), body.get("producer_epoch", -1)
+    try:
+        if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:
+            out["producer_id"], out["producer_epoch"] = pid, epoch + 1
+        else:
+            out["producer_id"] = await gw.cluster.router.allocate_producer_id.remote()
+            out["producer_epoch"] = 0
+    except Exception as e:
+        out["error_code"] = error_code(e)
+    return out
+
+
+HANDLERS = {
+    18: (0, 4, api_versions),
+    3: (0, 13, metadata),
+    60: (0, 2, describe_cluster),
+    10: (0, 6, find_coordinator),
+    22: (0, 5, init_producer_id),
+}

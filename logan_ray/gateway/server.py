@@ -1,0 +1,158 @@
+"""The gateway core: a listening socket, its connections, and request dispatch.
+
+Independent of how it is hosted (a Ray actor per node in production); it needs
+only a running asyncio loop and a router handle. Handlers live in the sibling
+modules, one per family of APIs, each declaring the versions it implements;
+ApiVersions advertises exactly those.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import time
+from typing import Any, Awaitable, Callable
+
+from logan_ray import protocol
+from logan_ray.protocol import (
+    ProtocolDecodeError,
+    UnknownApiKeyError,
+    UnsupportedVersionError,
+    api_versions_fallback_response,
+    decode_request,
+    encode_response,
+    expects_response,
+)
+
+from .cluster import Cluster
+from .connection import Connection, FrameError
+
+log = logging.getLogger("logan_ray.gateway")
+
+API_VERSIONS_KEY = 18
+#: Kafka's socket.request.max.bytes default: larger frames close the connection.
+MAX_FRAME_BYTES = 100 * 1024 * 1024
+
+Handler = Callable[["Gateway", Connection, Any, dict], Awaitable[dict]]
+
+
+def _handler_table() -> dict[int, tuple[int, int, Handler]]:
+    from . import admin, fetch, meta, produce
+
+    table: dict[int, tuple[int, int, Handler]] = {}
+    for module in (meta, produce, fetch, admin):
+        for key, spec in module.HANDLERS.items():
+            low, high, fn = spec
+            codec_low, codec_high = protocol.ADVERTISED[key]
+            table[key] = (max(low, codec_low), min(high, codec_high), fn)
+    return table
+
+
+class Gateway:
+    """Serves the Kafka protocol for the partitions of one node."""
+
+    def __init__(self, router: Any, node_id: str, *, cluster_id: str = "logan-ray",
+                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        self.cluster = Cluster(router, node_id, cluster_id)
+        self.handlers = _handler_table()
+        self.max_frame_bytes = max_frame_bytes
+        self.connections: set[Connection] = set()
+        self.started = time.time()
+        self.accepted = 0
+        self.closed_bad_frames = 0
+        self._listener: socket.socket | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        protocol.precompile()
+
+    # ------------------------------------------------------------ versions
+    def api_versions(self) -> list[dict]:
+        return [{"api_key": k, "min_version": low, "max_version": high}
+                for k, (low, high, _) in sorted(self.handlers.items())]
+
+    # ------------------------------------------------------------ listening
+    def listen(self, host: str, port: int) -> tuple[str, int]:
+        """Bind and start accepting; returns the bound (host, port) (port 0 picks a free one)."""
+        self._loop = asyncio.get_running_loop()
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            sock.close()
+            raise
+        sock.listen(1024)
+        sock.setblocking(False)
+        self._listener = sock
+        self._loop.add_reader(sock.fileno(), self._on_accept)
+        bound = sock.getsockname()
+        log.info("gateway listening on %s:%d", bound[0], bound[1])
+        return bound[0], bound[1]
+
+    def _on_accept(self) -> None:
+        assert self._listener is not None
+        for _ in range(64):
+            try:
+                sock, peer = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:  # e.g. EMFILE: keep serving the connections we have
+                log.warning("gateway: accept failed: %s", e)
+                return
+            self.accepted += 1
+            conn = Connection(sock, peer, self.dispatch, self.max_frame_bytes, self.connections.discard)
+            self.connections.add(conn)
+
+    def close(self) -> None:
+        if self._listener is not None and self._loop is not None:
+            self._loop.remove_reader(self._listener.fileno())
+            self._listener.close()
+            self._listener = None
+        for conn in list(self.connections):
+            conn.close("gateway stopping")
+
+    # ------------------------------------------------------------ dispatch
+    def dispatch(self, conn: Connection, frame: memoryview) -> Any:
+        """Decode one frame; return the (future) response chunks, or None if none is owed."""
+        try:
+            header, body = decode_request(frame)
+        except UnsupportedVersionError as e:
+            h = e.header
+            if h is not None and h.api_key == API_VERSIONS_KEY:
+                # KIP-511: answer in v0 with the supported ranges so the client can retry lower
+                return [api_versions_fallback_response(h.correlation_id)]
+            self.closed_bad_frames += 1
+            raise FrameError(f"unsupported version {e.version} of api {e.api_key}") from None
+        except UnknownApiKeyError as e:
+            self.closed_bad_frames += 1
+            raise FrameError(f"unknown api key {e.api_key}") from None
+        except ProtocolDecodeError as e:
+            self.closed_bad_frames += 1
+            raise FrameError(f"malformed request: {e}") from None
+        spec = self.handlers.get(header.api_key)
+        if spec is None or not spec[0] <= header.api_version <= spec[1]:
+            if header.api_key == API_VERSIONS_KEY:
+                return [api_versions_fallback_response(header.correlation_id)]
+            self.closed_bad_frames += 1
+            name = protocol.APIS[header.api_key].name
+            raise FrameError(f"{name} v{header.api_version} is not served by this gateway")
+        task = self._loop.create_task(self._run(spec[2], conn, header, body))
+        if not expects_response(header.api_key, body):
+            return None
+        return task
+
+    async def _run(self, handler: Handler, conn: Connection, header: Any, body: dict) -> list[Any] | None:
+        try:
+            response = await handler(self, conn, header, body)
+        except Exception:
+            log.exception("gateway: %s v%d from %s failed", protocol.APIS[header.api_key].name,
+                          header.api_version, conn.peer)
+            conn.close("request handler failed")
+            return None
+        if response is None:
+            return None
+        return encode_response(header.api_key, header.api_version, header.correlation_id, response)
+
+    def stats(self) -> dict[str, Any]:
+        return {"connections": len(self.connections), "accepted": self.accepted,
+                "closed_bad_frames": self.closed_bad_frames, "uptime_s": time.time() - self.started}
