@@ -685,6 +685,18 @@ class PartitionLog:
         self._stats["segments_deleted"] += count
         log.info("%s deleted %d segments; log start offset now %d", self.name, count, self._log_start)
 
+    # Design note for compaction (not implemented yet): a cleaner would write
+    # the compacted copy of closed segments as ``<base>.log.cleaned`` (with
+    # indexes), rename it to ``.swap`` once complete and fsynced, then, under
+    # ``self._lock``, replace the old Segment objects in ``self._segments`` /
+    # ``self._bases`` with the new one, rename ``.swap`` to ``.log`` and hand the
+    # old segments to ``self._pending_deletes`` exactly like ``_drop_prefix``.
+    # Recovery would then have to finish an interrupted swap (rename ``.swap``
+    # to ``.log`` and drop the segments it replaces) instead of removing
+    # ``.swap`` files as stray leftovers, which it does today. Batch continuity
+    # checks (``expected`` offsets in Segment.walk) would relax to
+    # "base offset increases", since compaction leaves offset gaps.
+
     def _purge(self, now: int | None) -> None:
         keep = []
         for due, seg in self._pending_deletes:
