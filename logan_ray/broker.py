@@ -34,6 +34,13 @@ class BrokerOptions:
     address: str | None = None
     auto_create_topics: bool = True
     num_partitions: int = 1
+    # Kafka gateway: one per Ray node, listening on host:port, advertised to clients as
+    # advertised_host:advertised_port (defaults: the bound address).
+    gateway: bool = True
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str | None = None
+    advertised_port: int | None = None
 
 
 @dataclass
@@ -41,6 +48,7 @@ class Broker:
     options: BrokerOptions
     owns_ray: bool = False
     router: Any = None
+    gateways: dict[str, str] = field(default_factory=dict)
     endpoints: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -63,11 +71,24 @@ class Broker:
             "ray_address": ray.get_runtime_context().gcs_address,
             "dashboard": _client.dashboard_url(),
         }
+        if o.gateway:
+            from .gateway import start_gateways
+
+            self.gateways = start_gateways(o.host, o.port, o.advertised_host, o.advertised_port)
+            here = ray.get_runtime_context().get_node_id()
+            ordered = [self.gateways[here]] if here in self.gateways else []
+            ordered += [ep for node, ep in sorted(self.gateways.items()) if node != here]
+            self.endpoints["kafka"] = ",".join(ordered)
         atomic_write(self.broker_file, json.dumps(self.endpoints, indent=1).encode())
         return self.endpoints
 
     def stop(self) -> None:
         try:
+            if self.gateways:
+                from .gateway import stop_gateways
+
+                stop_gateways(list(self.gateways))
+                self.gateways = {}
             if self.router is not None:
                 get(self.router.shutdown.remote(), timeout=120)
                 ray.kill(self.router, no_restart=True)

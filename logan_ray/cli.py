@@ -40,7 +40,9 @@ def cmd_start(args: argparse.Namespace) -> int:
     from .broker import BrokerOptions, run_foreground
 
     opts = BrokerOptions(data_dir=args.data_dir, address=args.address,
-                         auto_create_topics=not args.no_auto_create_topics, num_partitions=args.num_partitions)
+                         auto_create_topics=not args.no_auto_create_topics, num_partitions=args.num_partitions,
+                         gateway=not args.no_gateway, host=args.host, port=args.port,
+                         advertised_host=args.advertised_host, advertised_port=args.advertised_port)
     if args.foreground:
         def ready(ep: dict[str, Any]) -> None:
             _print_endpoints(ep)
@@ -61,6 +63,13 @@ def cmd_start(args: argparse.Namespace) -> int:
         cmd += ["--address", args.address]
     if args.no_auto_create_topics:
         cmd.append("--no-auto-create-topics")
+    cmd += ["--host", args.host, "--port", str(args.port)]
+    if args.advertised_host:
+        cmd += ["--advertised-host", args.advertised_host]
+    if args.advertised_port:
+        cmd += ["--advertised-port", str(args.advertised_port)]
+    if args.no_gateway:
+        cmd.append("--no-gateway")
     log_path = os.path.join(args.data_dir, "broker.log")
     with open(log_path, "ab") as logf:
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -239,6 +248,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--foreground", action="store_true", help="stay up until Ctrl-C or SIGTERM")
     s.add_argument("--num-partitions", type=int, default=1, help="partitions of auto-created topics")
     s.add_argument("--no-auto-create-topics", action="store_true")
+    s.add_argument("--host", default="127.0.0.1", help="Kafka gateway listen address (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=9092, help="Kafka gateway port on every node (default 9092)")
+    s.add_argument("--advertised-host", default=None, help="host clients are told to connect to")
+    s.add_argument("--advertised-port", type=int, default=None, help="port clients are told to connect to")
+    s.add_argument("--no-gateway", action="store_true", help="no Kafka gateway (Python API only)")
     s.set_defaults(func=cmd_start)
 
     s = sub.add_parser("stop", help="stop the broker serving --data-dir")
@@ -292,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.acks = int(args.acks)
     try:
         return args.func(args)
-    except (LoganError, ValueError) as e:
+    except (LoganError, ValueError, OSError) as e:
         _err(str(e).splitlines()[0] if str(e) else type(e).__name__)
         return 1
     except KeyboardInterrupt:

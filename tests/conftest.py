@@ -37,3 +37,16 @@ def client(broker_dir):
 def topic_name(request) -> str:
     base = "".join(ch if ch.isalnum() else "-" for ch in request.node.name)[:60]
     return f"{base}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def gateway(client) -> str:
+    """The Kafka gateway of the session's broker on a free loopback port: "127.0.0.1:<port>"."""
+    import ray
+
+    from logan_ray.gateway import start_gateways, stop_gateways
+
+    here = ray.get_runtime_context().get_node_id()
+    endpoints = start_gateways("127.0.0.1", 0, nodes=[here])
+    yield endpoints[here]
+    stop_gateways([here])
