@@ -20,7 +20,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, CorruptBatch, Segment, parse_segment_name
+from .segment import INDEX_SUFFIX, TIMEINDEX_SUFFIX, CorruptBatch, Segment, parse_segment_name
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,6 @@ def read_checkpoint(path: str) -> int | None:
 
 def list_segment_bases(directory: str) -> list[int]:
     """Base offsets of the ``.log`` files; removes leftovers that are not data."""
-    bases = []
     names = os.listdir(directory)
     logs = {b for n in names if (b := parse_segment_name(n)) is not None}
     for name in names:
@@ -107,8 +106,7 @@ def list_segment_bases(directory: str) -> list[int]:
             base = parse_segment_name(name, suffix)
             if base is not None and base not in logs:
                 _remove(path)  # an index whose log is gone
-    bases = sorted(logs)
-    return bases
+    return sorted(logs)
 
 
 def _remove(path: str) -> None:
@@ -230,5 +228,4 @@ __all__ = [
     "RECOVERY_POINT_FILE",
     "LOG_START_FILE",
     "CLEAN_SHUTDOWN_FILE",
-    "LOG_SUFFIX",
 ]
