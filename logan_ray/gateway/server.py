@@ -115,7 +115,7 @@ class Gateway:
     def dispatch(self, conn: Connection, frame: memoryview) -> Any:
         """Decode one frame; return the (future) response chunks, or None if none is owed."""
         try:
-            header, body = decode_request(frame)
+            header, body = decode_request(frame, allow_trailing=True)
         except UnsupportedVersionError as e:
             h = e.header
             if h is not None and h.api_key == API_VERSIONS_KEY:
@@ -128,7 +128,7 @@ class Gateway:
             raise FrameError(f"unknown api key {e.api_key}") from None
         except ProtocolDecodeError as e:
             self.closed_bad_frames += 1
-            raise FrameError(f"malformed request: {e}") from None
+            raise FrameError(f"malformed request: {e} (first bytes {bytes(frame[:64]).hex()})") from None
         spec = self.handlers.get(header.api_key)
         if spec is None or not spec[0] <= header.api_version <= spec[1]:
             if header.api_key == API_VERSIONS_KEY:

@@ -133,12 +133,14 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int
     return header, pos
 
 
-def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, dict]:
+def decode_request(frame: bytes | memoryview, *, allow_trailing: bool = False) -> tuple[RequestHeader, dict]:
     """Decode a whole request frame (without its size prefix).
 
     Raises UnknownApiKeyError / UnsupportedVersionError (both carry ``.header``) or
     ProtocolDecodeError. Record batches in the body are memoryview slices of
-    ``frame``: nothing is copied.
+    ``frame``: nothing is copied. ``allow_trailing`` ignores bytes after the body,
+    as Kafka brokers do: librdkafka's all-topics Metadata request in flexible
+    versions carries three stray bytes after its (complete) body.
     """
     buf = _view(frame)
     header, pos = decode_request_header(buf)
@@ -150,7 +152,7 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeader, dict]:
         raise
     except _DECODE_FAILURES as exc:
         raise ProtocolDecodeError(f"bad {api.name} v{header.api_version} request: {exc}") from None
-    if end != len(buf):
+    if end != len(buf) and not allow_trailing:
         raise ProtocolDecodeError(
             f"{len(buf) - end} trailing bytes after {api.name} v{header.api_version} request"
         )
