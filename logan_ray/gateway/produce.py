@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("logan_ray.gateway")
 
 _CHAINS = "produce_chains"
+MAGIC_AT = 16  # byte offset of the magic in a record batch (and in a v0/v1 message)
 
 
 def _result(index: int, code: int, message: str | None = None, base_offset: int = -1,
@@ -33,12 +34,15 @@ def _result(index: int, code: int, message: str | None = None, base_offset: int 
 
 
 async def _append(gw: "Gateway", conn: "Connection", name: str, index: int, data: Any, key: Any,
-                  previous: asyncio.Future | None, done: asyncio.Future) -> dict:
+                  previous: asyncio.Future | None, done: asyncio.Future, old_version: bool = False) -> dict:
     try:
         if previous is not None:
             await asyncio.shield(previous)  # the same connection's earlier append to this partition
         if data is None or len(data) == 0:
             return _result(index, codes.INVALID_RECORD, "produce request holds no record batches")
+        if old_version and (len(data) <= MAGIC_AT or data[MAGIC_AT] != 2):
+            return _result(index, codes.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                           "message format v0/v1 is not supported; use record batches (magic 2)")
         part = await gw.cluster.partition(name, index)
         if part is None:
             return _result(index, codes.UNKNOWN_TOPIC_OR_PARTITION,
@@ -96,7 +100,7 @@ async def produce(gw: "Gateway", conn: "Connection", header: Any, body: dict) ->
         elif name is None:
             coros.append(_fail(index, codes.UNKNOWN_TOPIC_ID, "unknown topic id"))
         else:
-            coros.append(_append(gw, conn, name, index, data, key, previous, done))
+            coros.append(_append(gw, conn, name, index, data, key, previous, done, version < 3))
             continue
         _release(chains, [(slot, index, key, previous, done, data)])
     results = await asyncio.gather(*coros)
@@ -127,6 +131,9 @@ def _release(chains: dict, jobs: list[tuple]) -> None:
             del chains[key]
 
 
+# Produce v0-2 are served for record batches (magic 2) only, as Kafka 4 serves none of the
+# old message formats. They are advertised anyway because librdkafka up to 2.5 (kcat on
+# Debian links 2.0.x) compresses with gzip, snappy or lz4 only if the broker lists Produce v0.
 HANDLERS = {
-    0: (3, 13, produce),
+    0: (0, 13, produce),
 }

@@ -15,6 +15,8 @@ from logan_ray.partitioner import partition_for_key
 PARTITIONS = 3
 KEYED = 12
 UNKEYED = 6
+#: Makes values compressible: clients send a batch uncompressed when compression would not shrink it.
+PAD = "abcdefgh" * 16
 
 
 @dataclass(frozen=True)
@@ -37,9 +39,9 @@ def records_for(codec: str, base_ts: int, keyed: int = KEYED, unkeyed: int = UNK
     """Keyed and unkeyed records of one codec; timestamps rise by 1 ms per record."""
     out = []
     for i in range(keyed):
-        out.append(Rec(f"key-{i % 7}".encode(), f"{codec}-keyed-{i}".encode(), base_ts + len(out)))
+        out.append(Rec(f"key-{i % 7}".encode(), f"{codec}-keyed-{i}-{PAD}".encode(), base_ts + len(out)))
     for i in range(unkeyed):
-        out.append(Rec(None, f"{codec}-unkeyed-{i}".encode(), base_ts + len(out)))
+        out.append(Rec(None, f"{codec}-unkeyed-{i}-{PAD}".encode(), base_ts + len(out)))
     return out
 
 
@@ -79,3 +81,18 @@ def expected_offsets_for_time(got: list[Got], target: int, partitions: int = PAR
 def end_offsets(got: list[Got], partitions: int = PARTITIONS) -> dict[int, int]:
     counts = collections.Counter(g.partition for g in got)
     return {p: counts.get(p, 0) for p in range(partitions)}
+
+
+CODEC_IDS = {"none": 0, "None": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def codecs_stored(client, topic: str, partitions: int = PARTITIONS) -> set[int]:
+    """Compression ids of the batches on disk: proves the client really used each codec."""
+    from logan_ray._ray import get
+    from logan_ray.storage.batch_header import iter_headers
+
+    out: set[int] = set()
+    for p in range(partitions):
+        data, _, _ = get(client.partition_actor(topic, p).fetch.remote(0, 64 << 20))
+        out |= {h.compression for _, h in iter_headers(data)}
+    return out

@@ -8,6 +8,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 from kafka_checks import (
+    CODEC_IDS,
+    codecs_stored,
     PARTITIONS,
     Got,
     check_all_back,
@@ -35,7 +37,7 @@ def consume(bootstrap: str, topic: str, starts: dict[int, int], expected: int, t
         c.close()
 
 
-def test_confluent_full_cycle(gateway, topic_name):
+def test_confluent_full_cycle(client, gateway, topic_name):
     admin = AdminClient({"bootstrap.servers": gateway})
     admin.create_topics([NewTopic(topic_name, PARTITIONS, 1, config={"retention.ms": "3600000"})])[topic_name] \
         .result(30)
@@ -55,6 +57,7 @@ def test_confluent_full_cycle(gateway, topic_name):
     got = consume(gateway, topic_name, {p: OFFSET_BEGINNING for p in range(PARTITIONS)}, len(produced))
     check_all_back(produced, got)
     check_timestamps(produced, got)
+    assert codecs_stored(client, topic_name) == {CODEC_IDS[c] for c in CODECS}
 
     probe = Consumer({"bootstrap.servers": gateway, "group.id": "logan-ray-tests"})
     try:
