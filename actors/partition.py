@@ -83,7 +83,11 @@ class PartitionActor:
             try:
                 return self._producers.check(h)
             except OutOfOrderSequenceError as e:
-                if not e.ahead or time.monotonic() >= deadline:
+                if not e.ahead:
+                    raise
+                if time.monotonic() >= deadline:
+                    if e.unknown_producer:
+                        return None  # its earlier batches are older than the state we keep
                     raise
             if self._new_data is None:
                 self._new_data = asyncio.Event()

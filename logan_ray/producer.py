@@ -7,10 +7,13 @@ resends go out in order, as Kafka's idempotent producer does.
 """
 from __future__ import annotations
 
+import bisect
+import logging
 import random
 import threading
 import time
 from collections import deque
+from collections.abc import Sequence as _SequenceABC
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Sequence
 
@@ -24,6 +27,7 @@ from .errors import LoganError, NotRunningError, RequestTimedOutError, UnknownPa
 from .partitioner import partition_for_key
 from .serializers import serializer
 
+log = logging.getLogger("logan_ray.producer")
 _RETRIABLE = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
 RECORD_OVERHEAD = 16  # rough per-record framing bytes, for the batch size estimate
 
@@ -80,6 +84,38 @@ class RecordFuture:
         return RecordMetadata(b.topic, b.partition, offset, ts)
 
     get = result
+
+
+class _BatchFutures(_SequenceABC):
+    """Futures of a ``send_batch`` call, created on access: no per-record object up front."""
+
+    def __init__(self, producer: "Producer", spans: list[tuple[_Batch, int, int]]) -> None:
+        self._producer = producer
+        self._spans = spans  # (batch, first index in batch, count)
+        self._starts = []
+        total = 0
+        for _, _, n in spans:
+            self._starts.append(total)
+            total += n
+        self._len = total
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self._len))]
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError(i)
+        k = bisect.bisect_right(self._starts, i) - 1
+        batch, first, _ = self._spans[k]
+        return RecordFuture(self._producer, batch, first + i - self._starts[k])
+
+    def result(self, timeout: float | None = None) -> list[RecordMetadata]:
+        """Wait for every batch; metadata of each record in order."""
+        return [f.result(timeout) for f in self]
 
 
 @dataclass
@@ -155,7 +191,7 @@ class Producer:
         return fut
 
     def send_batch(self, topic: str, values: Sequence[Any], keys: Sequence[Any] | None = None, *,
-                   partition: int | None = None, timestamp_ms: int | None = None) -> list[RecordFuture]:
+                   partition: int | None = None, timestamp_ms: int | None = None) -> Sequence[RecordFuture]:
         """Send many records in one call; unkeyed records without a partition go to one sticky partition."""
         if keys is not None:
             return [self.send(topic, v, k, partition=partition, timestamp_ms=timestamp_ms)
@@ -164,7 +200,7 @@ class Producer:
             values = [self._value_ser(v) for v in values]
         partition = self._choose_partition(topic, None, partition)
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-        futures: list[RecordFuture] = []
+        spans: list[tuple[_Batch, int, int]] = []
         with self._lock:
             tp = (topic, partition)
             start = 0
@@ -182,11 +218,11 @@ class Producer:
                 b.headers.extend([None] * len(chunk))
                 b.timestamps.extend([ts] * len(chunk))
                 b.size += sum(map(len, chunk)) + RECORD_OVERHEAD * len(chunk)
-                futures.extend(RecordFuture(self, b, base + i) for i in range(len(chunk)))
+                spans.append((b, base, len(chunk)))
                 start += len(chunk)
                 if b.size >= self._batch_size:
                     self._ship(tp)
-        return futures
+        return _BatchFutures(self, spans)
 
     def _choose_partition(self, topic: str, key: bytes | None, partition: int | None) -> int:
         n = self.partitions_for(topic)
@@ -214,10 +250,11 @@ class Producer:
         if self._producer_id >= 0:
             b.base_sequence = state.next_sequence
             state.next_sequence = (state.next_sequence + len(b.values)) & 0x7FFFFFFF
-        has_headers = any(b.headers)
+        ts = b.timestamps
         b.payload = build_batch(
-            b.values, b.keys if any(k is not None for k in b.keys) else None,
-            headers=b.headers if has_headers else None, timestamps=b.timestamps,
+            b.values, b.keys if b.keys.count(None) != len(b.keys) else None,
+            headers=b.headers if any(b.headers) else None,
+            timestamps=ts[0] if min(ts) == max(ts) else ts,
             compression=self._compression, producer_id=self._producer_id,
             producer_epoch=0 if self._producer_id >= 0 else -1, base_sequence=b.base_sequence,
         )
@@ -267,6 +304,7 @@ class Producer:
             head.done = True
             state.in_flight.popleft()
             return
+        log.warning("resending %d batches to %s-%d after: %r", len(state.in_flight), head.topic, head.partition, error)
         time.sleep(min(0.05 * head.attempts, 1.0))
         for b in state.in_flight:  # same payloads, same sequences: the actor drops duplicates
             self._submit(b)

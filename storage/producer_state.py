@@ -20,9 +20,10 @@ RETAINED_BATCHES = 5  # Kafka retains metadata of the last five batches per prod
 class OutOfOrderSequenceError(LoganError):
     code = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
 
-    def __init__(self, message: str, *, ahead: bool = False) -> None:
+    def __init__(self, message: str, *, ahead: bool = False, unknown_producer: bool = False) -> None:
         super().__init__(message)
         self.ahead = ahead  # a later batch arrived before its predecessor (may still come)
+        self.unknown_producer = unknown_producer  # no state for this producer: its start may be lost
 
 
 class InvalidProducerEpochError(LoganError):
@@ -58,7 +59,14 @@ class ProducerStateTable:
             return None
         p = self._producers.get(h.producer_id)
         if p is None:
-            return None  # unknown producer (new, or its state aged out): accept any sequence
+            if h.base_sequence == 0:
+                return None
+            # Either a batch that overtook the producer's first one, or a producer whose
+            # state aged out of the log; the caller decides how long to wait for the former.
+            raise OutOfOrderSequenceError(
+                f"producer {h.producer_id} is unknown here and sent sequence {h.base_sequence}, expected 0",
+                ahead=True, unknown_producer=True,
+            )
         if h.producer_epoch < p.epoch:
             raise InvalidProducerEpochError(
                 f"producer {h.producer_id} epoch {h.producer_epoch} is older than current epoch {p.epoch}"

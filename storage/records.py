@@ -162,6 +162,31 @@ def _records_fast(values: Sequence[bytes]) -> bytes | None:
     return b"".join(parts)
 
 
+def _records_fast_ts(values: Sequence[bytes], deltas: Sequence[int]) -> bytes | None:
+    """Null-key, header-free records with per-record timestamp deltas (a lingering producer)."""
+    count = len(values)
+    if count > TABLE_SIZE or min(deltas) < 0 or max(deltas) >= TABLE_SIZE // 2:
+        return None
+    try:
+        lens = list(map(len, values))
+    except TypeError:  # a None value
+        return None
+    if lens and max(lens) > TABLE_SIZE - 32:
+        return None
+    V = VARINT
+    VL = VARINT_LEN
+    A = b"\x00"
+    parts: list[bytes] = []
+    ext = parts.extend
+    i = 0
+    for v in values:
+        n = lens[i]
+        d = deltas[i]
+        ext((V[n + VL[n] + VL[i] + VL[d] + 3], A, V[d], V[i], b"\x01", V[n], v, A))
+        i += 1
+    return b"".join(parts)
+
+
 def _records_fast_keyed(values: Sequence[bytes], keys: Sequence[bytes]) -> bytes | None:
     """Like _records_fast with non-null keys; None if any key/value is null or huge."""
     count = len(values)
@@ -267,6 +292,8 @@ def build_batch(
     records = None
     if headers is None and ts_deltas is None:
         records = _records_fast(values) if keys is None else _records_fast_keyed(values, keys)
+    elif headers is None and keys is None:
+        records = _records_fast_ts(values, ts_deltas)
     if records is None:
         records = _records_general(values, keys, headers, ts_deltas)
 
