@@ -26,7 +26,7 @@ from .metrics import PartitionMetrics
 log = logging.getLogger("logan_ray.partition")
 
 NAMESPACE = "logan_ray"
-PRODUCER_STATE_SCAN_BYTES = 256 << 20
+HEADER_SCAN_WINDOW = 8 << 20  # read size when rebuilding idempotence state from the newest segment
 SEQUENCE_WAIT_S = 5.0  # how long a batch that arrived early waits for its predecessor  # rebuild idempotence state from at most this much of the tail
 
 
@@ -249,26 +249,29 @@ class PartitionActor:
                 log.exception("maintenance of %s-%d failed", self.topic, self.partition)
 
     def _tail_headers(self):
-        """Headers of the newest segment's batches, to rebuild idempotent-producer state."""
+        """Headers of the newest segment's batches, to rebuild idempotent-producer state.
+
+        Reads the file in large windows and parses only the 61-byte headers.
+        """
         files = sorted(glob.glob(os.path.join(self.directory, "*.log")))
         if not files:
             return
-        path = files[-1]
-        size = os.path.getsize(path)
-        with open(path, "rb") as f:
-            if size <= PRODUCER_STATE_SCAN_BYTES:
-                yield from (h for _, h in iter_headers(f.read()))
-                return
+        with open(files[-1], "rb") as f:
+            size = os.fstat(f.fileno()).st_size
             pos = 0
             while pos + HEADER_SIZE <= size:
-                raw = os.pread(f.fileno(), HEADER_SIZE, pos)
-                if len(raw) < HEADER_SIZE:
-                    return
-                h = BatchHeader(*HEADER.unpack(raw))
-                if h.size < HEADER_SIZE or pos + h.size > size:
-                    return
-                yield h
-                pos += h.size
+                window = os.pread(f.fileno(), HEADER_SCAN_WINDOW, pos)
+                consumed = 0
+                for rel, h in iter_headers(window):
+                    yield h
+                    consumed = rel + h.size
+                if consumed == 0:  # a batch larger than the window: jump by its length field
+                    h = BatchHeader(*HEADER.unpack_from(window, 0))
+                    if h.size < HEADER_SIZE:
+                        return
+                    yield h
+                    consumed = h.size
+                pos += consumed
 
 
 def partition_actor_class():
