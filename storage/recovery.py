@@ -12,6 +12,10 @@ Rules (close to Kafka's):
 * ``full=True`` CRC-scans every segment and reports, without truncating
   acknowledged data.
 * Indexes are derived: any index that fails its checks is rebuilt.
+* Segment swaps by the log cleaner (see :mod:`.swap`) that were committed (a
+  ``.swap`` manifest exists) are finished first; uncommitted ``.cleaned``
+  files are deleted. Cleaned segments may be empty or leave offset gaps, and
+  are kept as they are.
 """
 from __future__ import annotations
 
@@ -20,14 +24,15 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from .segment import INDEX_SUFFIX, TIMEINDEX_SUFFIX, CorruptBatch, Segment, parse_segment_name
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, CorruptBatch, Segment, parse_segment_file, segment_stem
+from .swap import finish_swaps
 
 log = logging.getLogger(__name__)
 
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
 CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
-_STRAY_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")
+_STRAY_SUFFIXES = (".tmp", ".deleted", ".cleaned", ".swap")  # .swap only after finish_swaps ran
 
 
 @dataclass
@@ -47,6 +52,7 @@ class RecoveryReport:
     truncated_at_offset: int | None = None
     truncate_reason: str = ""
     deleted_segments: list[int] = field(default_factory=list)
+    swaps_finished: int = 0
     corrupt: list[CorruptBatch] = field(default_factory=list)
     duration_s: float = 0.0
 
@@ -95,18 +101,43 @@ def read_checkpoint(path: str) -> int | None:
 
 def list_segment_bases(directory: str) -> list[int]:
     """Base offsets of the ``.log`` files; removes leftovers that are not data."""
+    return [base for base, _ in list_segment_files(directory)]
+
+
+def list_segment_files(directory: str) -> list[tuple[int, int]]:
+    """``(base offset, generation)`` of the live ``.log`` files, in offset order.
+
+    Finishes committed cleaner swaps, then removes leftovers that are not data.
+    Two files for one base offset cannot come from logan-ray itself (a swap's
+    manifest outlives the files it replaced); the older generation is set
+    aside as ``.orphaned`` for an operator rather than deleted or served.
+    """
+    finish_swaps(directory)
     names = os.listdir(directory)
-    logs = {b for n in names if (b := parse_segment_name(n)) is not None}
+    live: dict[int, int] = {}
+    for name in names:
+        parsed = parse_segment_file(name)
+        if parsed is None:
+            continue
+        base, generation = parsed
+        other = live.get(base)
+        if other is not None:
+            loser = min(other, generation)
+            stem = segment_stem(base, loser)
+            log.error("two segment files start at offset %d in %s; setting generation %d aside", base, directory, loser)
+            os.replace(os.path.join(directory, stem + LOG_SUFFIX), os.path.join(directory, stem + LOG_SUFFIX + ".orphaned"))
+            generation = max(other, generation)
+        live[base] = generation
+    stems = {segment_stem(b, g) for b, g in live.items()}
     for name in names:
         path = os.path.join(directory, name)
         if name.endswith(_STRAY_SUFFIXES):
             _remove(path)
             continue
         for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
-            base = parse_segment_name(name, suffix)
-            if base is not None and base not in logs:
+            if parse_segment_file(name, suffix) is not None and name[: -len(suffix)] not in stems:
                 _remove(path)  # an index whose log is gone
-    return sorted(logs)
+    return sorted(live.items())
 
 
 def _remove(path: str) -> None:
@@ -130,10 +161,14 @@ def load_segments(
     """Open every segment of a partition folder and make the set consistent."""
     started = time.perf_counter()
     report = RecoveryReport(clean_shutdown=clean, full_verification=full, recovery_point=recovery_point)
-    bases = list_segment_bases(directory)
+    report.swaps_finished = len(finish_swaps(directory))
+    files = list_segment_files(directory)
+    generations = dict(files)
+    bases = [b for b, _ in files]
 
     def make(base: int) -> Segment:
-        return Segment(directory, base, index_bytes=index_bytes, index_interval=index_interval)
+        return Segment(directory, base, index_bytes=index_bytes, index_interval=index_interval,
+                       generation=generations.get(base, 0))
 
     # Segments wholly below the log start offset were deleted logically
     # (retention, DeleteRecords) but their files may have outlived a crash.
@@ -197,17 +232,18 @@ def load_segments(
             break
 
     # An empty segment that is not the last one holds nothing; drop it so
-    # lookups never land in it.
+    # lookups never land in it. A cleaned segment may be empty on purpose: it
+    # keeps the log start offset where it was when all its records went.
     kept = []
     for j, seg in enumerate(segments):
-        if seg.size == 0 and j < len(segments) - 1:
+        if seg.size == 0 and j < len(segments) - 1 and not seg.compacted:
             seg.delete_files()
             report.deleted_segments.append(seg.base_offset)
         else:
             kept.append(seg)
     segments = kept
     for seg, nxt in zip(segments, segments[1:]):
-        if seg.next_offset != nxt.base_offset:
+        if seg.next_offset > nxt.base_offset or (seg.next_offset < nxt.base_offset and not seg.compacted):
             log.warning(
                 "segment %s ends at offset %d but the next one starts at %d",
                 seg.path, seg.next_offset, nxt.base_offset,

@@ -6,7 +6,13 @@ recovery and verification cost about one ``memcpy`` plus one hardware CRC
 pass per byte, with Python overhead per batch rather than per record.
 
 Files are named by the 20-digit zero-padded base offset, as in Kafka:
-``00000000000000000000.log``, ``.index``, ``.timeindex``.
+``00000000000000000000.log``, ``.index``, ``.timeindex``. A segment written by
+the log cleaner adds a generation, ``00000000000000000000-c3.log``: unlike
+Kafka, a cleaned segment never reuses the name of a file it replaces, so a
+reader that was handed ``(path, position, length)`` before a swap still reads
+the old bytes at that path until the delayed deletion, never the new layout.
+Cleaned segments have offset gaps (removed records), so their offset checks
+only require base offsets to increase.
 """
 from __future__ import annotations
 
@@ -33,18 +39,38 @@ _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _UNACKED = 1 << 63  # "every offset is acknowledged"
 
 
+GENERATION_MARK = "-c"
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}"
 
 
+def segment_stem(base_offset: int, generation: int = 0) -> str:
+    """File name without suffix: the base offset, plus ``-c<generation>`` for cleaned segments."""
+    name = segment_name(base_offset)
+    return name if generation == 0 else f"{name}{GENERATION_MARK}{generation}"
+
+
 def parse_segment_name(filename: str, suffix: str = LOG_SUFFIX) -> int | None:
-    """Base offset encoded in a segment file name, or None if it is not one."""
+    """Base offset encoded in a (never cleaned) segment file name, or None if it is not one."""
+    parsed = parse_segment_file(filename, suffix)
+    return parsed[0] if parsed is not None and parsed[1] == 0 else None
+
+
+def parse_segment_file(filename: str, suffix: str = LOG_SUFFIX) -> tuple[int, int] | None:
+    """``(base offset, generation)`` of a segment file name, or None if it is not one."""
     if not filename.endswith(suffix):
         return None
     stem = filename[: -len(suffix)]
-    if len(stem) != 20 or not stem.isdigit():
+    base, mark, generation = stem.partition(GENERATION_MARK)
+    if len(base) != 20 or not (base.isascii() and base.isdigit()):
         return None
-    return int(stem)
+    if not mark:
+        return int(base), 0
+    if not (generation.isascii() and generation.isdigit()) or generation.startswith("0"):
+        return None
+    return int(base), int(generation)
 
 
 class FileSlice(NamedTuple):
@@ -157,13 +183,24 @@ def _batch_problem(buf: bytearray | memoryview, rel: int, size: int) -> str:
 class Segment:
     """A ``.log`` file plus indexes; the log serialises all calls that mutate it."""
 
-    def __init__(self, directory: str, base_offset: int, *, index_bytes: int, index_interval: int):
+    def __init__(
+        self,
+        directory: str,
+        base_offset: int,
+        *,
+        index_bytes: int,
+        index_interval: int,
+        generation: int = 0,
+        pending_suffix: str = "",
+    ):
         self.directory = directory
         self.base_offset = base_offset
-        name = segment_name(base_offset)
-        self.path = os.path.join(directory, name + LOG_SUFFIX)
-        self.index_path = os.path.join(directory, name + INDEX_SUFFIX)
-        self.timeindex_path = os.path.join(directory, name + TIMEINDEX_SUFFIX)
+        self.generation = generation
+        self.compacted = generation > 0  # written by the cleaner: offset gaps are normal
+        self.stem = segment_stem(base_offset, generation)
+        self.path = os.path.join(directory, self.stem + LOG_SUFFIX + pending_suffix)
+        self.index_path = os.path.join(directory, self.stem + INDEX_SUFFIX + pending_suffix)
+        self.timeindex_path = os.path.join(directory, self.stem + TIMEINDEX_SUFFIX + pending_suffix)
         self.index_bytes = index_bytes
         self.index_interval = index_interval
         self.index = OffsetIndex(self.index_path, base_offset, index_bytes)
@@ -186,6 +223,19 @@ class Segment:
         if self._fd is None:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         return self._fd
+
+    def final_paths(self) -> tuple[str, str, str]:
+        """Paths of the log and index files without any pending suffix (``.cleaned``)."""
+        return tuple(os.path.join(self.directory, self.stem + s) for s in (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX))  # type: ignore[return-value]
+
+    def finalize(self) -> None:
+        """Rename pending (``.cleaned``) files to their final names; open descriptors stay valid."""
+        log_path, index_path, timeindex_path = self.final_paths()
+        for old, new in ((self.index_path, index_path), (self.timeindex_path, timeindex_path), (self.path, log_path)):
+            if old != new and os.path.exists(old):
+                os.replace(old, new)
+        self.path, self.index_path, self.timeindex_path = log_path, index_path, timeindex_path
+        self.index.path, self.timeindex.path = index_path, timeindex_path
 
     @classmethod
     def create(cls, directory: str, base_offset: int, *, index_bytes: int, index_interval: int) -> "Segment":
@@ -358,7 +408,7 @@ class Segment:
                     or (count == 0 and lod == 0 and not attrs & CONTROL_BIT)
                 ):
                     kind, reason = "crc", _batch_problem(mv, rel, size)
-            if kind is None and expected is not None and base != expected:
+            if kind is None and expected is not None and (base < expected if self.compacted else base != expected):
                 kind, reason = "offset", f"batch base offset {base} where {expected} was expected"
             if kind is None:
                 yield BatchRef(pos, base, base + lod, max_ts, size, attrs), None, None
@@ -564,6 +614,7 @@ class Segment:
         time_append = out.timeindex.maybe_append
         interval = self.index_interval
         since, max_ts, off_max = state
+        gaps_ok = self.compacted  # cleaned segments: base offsets only have to increase
         batches = 0
         cstart, clen = position, 0
         try:
@@ -576,7 +627,12 @@ class Segment:
                         break
                 base, blen, _e, magic, stored_crc, attrs, lod, _b, max_ts_b, _p, _pe, _s, count = unpack(buf, rel)
                 size = blen + LOG_OVERHEAD
-                if magic != MAGIC or blen < _MIN_BATCH_LENGTH or size > end - position or (base != expected and expected >= 0):
+                if (
+                    magic != MAGIC
+                    or blen < _MIN_BATCH_LENGTH
+                    or size > end - position
+                    or (expected >= 0 and (base < expected if gaps_ok else base != expected))
+                ):
                     break
                 if check_crc:
                     if rel + size > clen:
