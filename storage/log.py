@@ -21,6 +21,7 @@ import time
 from bisect import bisect_right
 from typing import Callable, NamedTuple
 
+from . import compaction as _compaction
 from .batch_header import TIMESTAMP_TYPE_BIT, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch
 from .config import TopicConfig
 from .errors import (
@@ -45,6 +46,7 @@ from .recovery import (
 )
 from .retention import SegmentFacts, deletable_prefix
 from .segment import BatchRef, CorruptBatch, FileSlice, Segment
+from .swap import PENDING_SUFFIX, discard_pending, write_manifest
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +77,33 @@ class SegmentInfo(NamedTuple):
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class SwapReport(NamedTuple):
+    installed: int  # cleaned segments swapped in
+    discarded: int  # cleaned segments thrown away (the log changed under them)
+    replaced: int  # old segments replaced
+    checkpoint: int  # the cleaner checkpoint (clean offset) afterwards
+
+
+class _ReplacedSegments:
+    """Old segments of one swap, deleted after the delay, then their manifest (see :mod:`.swap`)."""
+
+    def __init__(self, manifest: str, segments: list[Segment]):
+        self.manifest = manifest
+        self.segments = segments
+
+    def delete_files(self) -> None:
+        for seg in self.segments:
+            seg.delete_files()
+        try:
+            os.remove(self.manifest)
+        except FileNotFoundError:
+            pass
+
+    def close(self) -> None:
+        for seg in self.segments:
+            seg.close()
 
 
 class _RollFlusher:
@@ -194,12 +223,13 @@ class PartitionLog:
             # From now on a crash must be detected: the marker goes, durably.
             os.remove(marker)
             fsync_dir(self.directory)
-        self._pending_deletes: list[tuple[int, Segment]] = []
+        self._pending_deletes: list[tuple[int, Segment | _ReplacedSegments]] = []
+        self._cleaner_checkpoint = _compaction.read_checkpoint(self.directory)
         self._last_flush_ms = now
         self._flusher = _RollFlusher(self)
         self._stats = {
             "appends": 0, "appended_bytes": 0, "appended_records": 0, "rolls": 0, "flushes": 0,
-            "reads": 0, "read_bytes": 0, "segments_deleted": 0,
+            "reads": 0, "read_bytes": 0, "segments_deleted": 0, "cleanings": 0, "segments_cleaned": 0,
         }
 
     # ------------------------------------------------------------- properties
@@ -260,6 +290,7 @@ class PartitionLog:
                 verified_bytes=sum(s.verified.covered() for s in self._segments),
                 corrupt_batches=sum(len(s.corrupt) for s in self._segments),
                 recovery_seconds=self.recovery_report.duration_s,
+                cleaner_checkpoint=self._cleaner_checkpoint.clean_offset,
             )
             return out
 
@@ -685,17 +716,108 @@ class PartitionLog:
         self._stats["segments_deleted"] += count
         log.info("%s deleted %d segments; log start offset now %d", self.name, count, self._log_start)
 
-    # Design note for compaction (not implemented yet): a cleaner would write
-    # the compacted copy of closed segments as ``<base>.log.cleaned`` (with
-    # indexes), rename it to ``.swap`` once complete and fsynced, then, under
-    # ``self._lock``, replace the old Segment objects in ``self._segments`` /
-    # ``self._bases`` with the new one, rename ``.swap`` to ``.log`` and hand the
-    # old segments to ``self._pending_deletes`` exactly like ``_drop_prefix``.
-    # Recovery would then have to finish an interrupted swap (rename ``.swap``
-    # to ``.log`` and drop the segments it replaces) instead of removing
-    # ``.swap`` files as stray leftovers, which it does today. Batch continuity
-    # checks (``expected`` offsets in Segment.walk) would relax to
-    # "base offset increases", since compaction leaves offset gaps.
+    # --------------------------------------------------------------- compaction
+    @property
+    def cleaner_checkpoint(self) -> "_compaction.CleanerCheckpoint":
+        return self._cleaner_checkpoint
+
+    def cleaning_view(self) -> "_compaction.CleanView":
+        """A snapshot of the segments for a cleaner, which may run in another process."""
+        with self._lock:
+            self._check_open()
+            active = self._segments[-1]
+            segments = tuple(
+                _compaction.SegmentView(s.base_offset, s.next_offset, s.size, s.max_timestamp, s.path, s.generation,
+                                        s.durable and s is not active)
+                for s in self._segments
+            )
+            return _compaction.CleanView(self.directory, self.name, segments, self._log_start, self._log_end,
+                                         self._recovery_point, self._config, self._cleaner_checkpoint, self._clock())
+
+    def dirty_stats(self) -> "_compaction.DirtyStats":
+        view = self.cleaning_view()
+        return _compaction.dirty_stats(view, view.now_ms)
+
+    def install_cleaned(self, result: "_compaction.CleanResult") -> SwapReport:
+        """Swap a cleaning pass's segments in; the short critical section of compaction.
+
+        Groups go in offset order; each replaces its old segments only if they
+        are still exactly what the cleaner read (retention, DeleteRecords or
+        another swap may have changed the log meanwhile), otherwise it and the
+        rest are discarded. Old files stay for ``file.delete.delay.ms`` (readers
+        of earlier slices keep working: new files never reuse their names).
+        The cleaner checkpoint moves only once every group is in.
+        """
+        if os.path.abspath(result.directory) != self.directory:
+            raise ValueError(f"cleaning result for {result.directory} handed to the log in {self.directory}")
+        installed = replaced = 0
+        with self._lock:
+            self._check_open()
+            now = self._clock()
+            due = now + self._config.file_delete_delay_ms
+            groups = list(result.groups)
+            for gi, group in enumerate(groups):
+                new = self._prepare_cleaned(group)
+                if new is None:
+                    for rest in groups[gi:]:
+                        discard_pending(self.directory, rest.stem)
+                    log.warning("%s: the log changed during cleaning; discarded %d cleaned segments",
+                                self.name, len(groups) - gi)
+                    break
+                seg, first, old = new
+                _compaction.step("before-manifest")
+                manifest = write_manifest(self.directory, seg.stem, [o.stem for o in old])
+                _compaction.step("manifest-written")
+                seg.finalize()
+                _compaction.step("renamed")
+                seg.durable = True
+                self._segments[first:first + len(old)] = [seg]
+                self._bases = [s.base_offset for s in self._segments]
+                self._pending_deletes.append((due, _ReplacedSegments(manifest, old)))
+                installed += 1
+                replaced += len(old)
+            if groups:
+                fsync_dir(self.directory)
+            if installed == len(groups):
+                checkpoint = result.checkpoint
+                if checkpoint.clean_offset > self._log_end:  # the log was cut back meanwhile
+                    checkpoint = _compaction.CleanerCheckpoint(self._log_start)
+                _compaction.write_checkpoint(self.directory, checkpoint)
+                self._cleaner_checkpoint = checkpoint
+                _compaction.step("checkpoint-written")
+            self._stats["cleanings"] += 1
+            self._stats["segments_cleaned"] += replaced
+            self._purge(now)
+            return SwapReport(installed, len(groups) - installed, replaced, self._cleaner_checkpoint.clean_offset)
+
+    def _prepare_cleaned(self, group: "_compaction.CleanedGroup") -> tuple[Segment, int, list[Segment]] | None:
+        """Open a cleaned segment and find the run it replaces; None if either is not as expected."""
+        paths = [r.path for r in group.replaced]
+        first = next((i for i, s in enumerate(self._segments) if s.path == paths[0]), None)
+        if first is None:
+            return None
+        old = self._segments[first:first + len(paths)]
+        if (
+            first + len(paths) >= len(self._segments)  # never the active segment
+            or [s.path for s in old] != paths
+            or [s.size for s in old] != [r.size for r in group.replaced]
+            or old[0].base_offset != group.base_offset
+        ):
+            return None
+        seg = Segment(self.directory, group.base_offset, index_bytes=self._config.segment_index_bytes,
+                      index_interval=self._config.index_interval_bytes, generation=group.generation,
+                      pending_suffix=PENDING_SUFFIX)
+        if not os.path.exists(seg.path) or os.path.getsize(seg.path) != group.size:
+            return None
+        if not seg.load_trusted() or seg.next_offset > self._segments[first + len(paths)].base_offset:
+            seg.close()
+            log.error("%s: cleaned segment %s failed its checks; not installed", self.name, seg.path)
+            return None
+        return seg, first, old
+
+    def discard_cleaned(self, result: "_compaction.CleanResult") -> None:
+        """Throw away a pass that will not be installed."""
+        _compaction.discard(result)
 
     def _purge(self, now: int | None) -> None:
         keep = []

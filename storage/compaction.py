@@ -1,0 +1,829 @@
+"""Log compaction: keep at least the latest record of every key, as Kafka's log cleaner does.
+
+A cleaning pass over one partition folder, runnable in any process that can
+read the files (the cleaner actor runs it beside the partition actor, which
+keeps serving). Closed segments never change, so the cleaner reads them
+directly; only the final swap needs the log's owner (:meth:`PartitionLog.install_cleaned`).
+
+One pass, in Kafka's terms:
+
+* The log splits into a *clean* part (below the cleaner checkpoint, already
+  cleaned), a *dirty* part (from the checkpoint to the first uncleanable
+  offset) and the uncleanable tail: the active segment, anything not yet
+  fsynced (so no record is ever removed because of a record a power loss could
+  take back) and segments younger than ``min.compaction.lag.ms``.
+* The dirty part is scanned into an :class:`OffsetMap` (key digest -> latest
+  offset) of fixed capacity; if it fills up, the pass covers only the dirty
+  batches that fitted and the next pass continues from there.
+* Every segment below the covered end is recopied, grouped so neighbouring
+  small segments merge up to ``segment.bytes``. A record is kept unless a later
+  offset of its key is in the map. Kept records are copied byte for byte; a
+  batch keeps its base offset, base timestamp, producer fields and its last
+  offset delta (Kafka's rule for v2 batches), so offsets never move; a batch
+  with every record kept is copied verbatim, one with none is dropped.
+* Tombstones (null values) are kept until ``delete.retention.ms`` after the
+  pass that first cleaned them (Kafka 3's delete horizon, tracked in the
+  checkpoint's pass history instead of rewriting batch timestamps), so a
+  consumer that reads from the start within that time sees every delete.
+* Records without a key are removed (Kafka's cleaner does the same; Kafka
+  brokers refuse them on compacted topics in the first place).
+* Control batches (transaction markers) are copied unchanged and transactional
+  batches are compacted like any other: logan-ray has no transactions yet, so
+  there are no aborted records to drop and no marker can be proven obsolete.
+
+The output of each group is ``<stem>.log.cleaned`` plus indexes, fsynced;
+:mod:`.swap` explains how it replaces the old files crash-safely.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, NamedTuple, Sequence
+
+import crc32c as _crc32c
+
+from .atomic import atomic_write
+from .batch_header import CONTROL_BIT, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, TIMESTAMP_TYPE_BIT, BatchHeader
+from .compression import NONE, decompress
+from .config import TopicConfig
+from .errors import CorruptRecordError
+from .index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex, fsync_path
+from .offset_map import OffsetMap
+from .records import RawRecord, rebuild_batch
+from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_stem
+from .swap import PENDING_SUFFIX, discard_pending, manifest_path
+from .varint import ZIGZAG1, decode_varint, decode_varlong
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+DEFAULT_MAP_BYTES = 128 << 20  # Kafka's log.cleaner.dedupe.buffer.size default
+READ_CHUNK = 8 << 20
+WRITE_CHUNK = 4 << 20
+MAX_PASS_HISTORY = 64
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+# Crash-test hook: called with a step name at every point where a crash
+# matters ("group-written", "before-manifest", "manifest-written", ...).
+# Tests set it in a child process to SIGKILL itself there.
+crash_hook: Callable[[str], None] | None = None
+
+
+def step(name: str) -> None:
+    if crash_hook is not None:
+        crash_hook(name)
+
+
+# ----------------------------------------------------------------- checkpoint
+
+
+@dataclass(frozen=True)
+class CleanerCheckpoint:
+    """Where cleaning got to in one partition, persisted in its folder.
+
+    ``clean_offset`` is Kafka's cleaner checkpoint: every offset below it has
+    been through a completed pass. ``passes`` holds ``(clean offset reached,
+    wall-clock ms)`` of recent passes in ascending order, enough to know when
+    each tombstone was first cleaned without touching the batches.
+    """
+
+    clean_offset: int = 0
+    passes: tuple[tuple[int, int], ...] = ()
+
+    def tombstone_horizon(self, now_ms: int, delete_retention_ms: int) -> int:
+        """Tombstones below this offset were first cleaned at least ``delete.retention.ms`` ago."""
+        cutoff = now_ms - delete_retention_ms
+        horizon = 0
+        for end, when in self.passes:
+            if when > cutoff:
+                break
+            horizon = end
+        return min(horizon, self.clean_offset)
+
+    def after_pass(self, end: int, now_ms: int, delete_retention_ms: int) -> "CleanerCheckpoint":
+        """The checkpoint once a pass covering everything below ``end`` is installed."""
+        passes = [p for p in self.passes if p[0] < end] + [(end, now_ms)]
+        cutoff = now_ms - delete_retention_ms
+        # Passes old enough to free their tombstones collapse into one entry.
+        expired = 0
+        while expired < len(passes) and passes[expired][1] <= cutoff:
+            expired += 1
+        if expired > 1:
+            passes = passes[expired - 1:]
+        # Bounded history: drop the oldest entry, which hands its offsets to the
+        # next (later) pass, so their tombstones are kept longer, never shorter.
+        while len(passes) > MAX_PASS_HISTORY:
+            passes.pop(0)
+        return CleanerCheckpoint(end, tuple(passes))
+
+    def to_json(self) -> bytes:
+        return json.dumps({"version": 1, "clean_offset": self.clean_offset,
+                           "passes": [list(p) for p in self.passes]}).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "CleanerCheckpoint":
+        doc = json.loads(data)
+        passes = tuple((int(e), int(t)) for e, t in doc.get("passes", ()))
+        return cls(int(doc["clean_offset"]), passes)
+
+
+def read_checkpoint(directory: str) -> CleanerCheckpoint:
+    """The partition's cleaner checkpoint; a missing or unreadable one means "nothing cleaned yet"."""
+    path = os.path.join(directory, CHECKPOINT_FILE)
+    try:
+        with open(path, "rb") as f:
+            return CleanerCheckpoint.from_json(f.read())
+    except FileNotFoundError:
+        return CleanerCheckpoint()
+    except (ValueError, KeyError, TypeError) as e:
+        log.warning("ignoring unreadable cleaner checkpoint %s: %s", path, e)
+        return CleanerCheckpoint()
+
+
+def write_checkpoint(directory: str, checkpoint: CleanerCheckpoint) -> None:
+    atomic_write(os.path.join(directory, CHECKPOINT_FILE), checkpoint.to_json())
+
+
+# ------------------------------------------------------------------- the view
+
+
+class SegmentView(NamedTuple):
+    base_offset: int
+    next_offset: int
+    size: int
+    max_timestamp: int
+    path: str
+    generation: int
+    durable: bool  # closed and fsynced
+
+
+class CleanView(NamedTuple):
+    """What a cleaner needs to know about a partition log (picklable, for other processes)."""
+
+    directory: str
+    name: str
+    segments: tuple[SegmentView, ...]  # the last one is the active segment
+    log_start: int
+    log_end: int
+    recovery_point: int
+    config: TopicConfig
+    checkpoint: CleanerCheckpoint
+    now_ms: int  # the log's clock when the view was taken
+
+
+class DirtyStats(NamedTuple):
+    first_dirty: int
+    first_uncleanable: int
+    clean_bytes: int
+    dirty_bytes: int
+    ratio: float  # dirty / (clean + dirty), Kafka's cleanable ratio
+
+
+def first_dirty_offset(view: CleanView) -> int:
+    """The checkpoint, unless it lies outside the log (truncated, deleted records): then the log start."""
+    offset = view.checkpoint.clean_offset
+    if offset < view.log_start or offset > view.log_end:
+        return view.log_start
+    return offset
+
+
+def dirty_stats(view: CleanView, now_ms: int) -> DirtyStats:
+    """How much of the log a pass could clean now, by whole segments."""
+    first_dirty = first_dirty_offset(view)
+    closed = view.segments[:-1]
+    uncleanable = view.segments[-1].base_offset
+    lag = view.config.min_compaction_lag_ms
+    for s in closed:
+        if not s.durable or s.next_offset > view.recovery_point or (lag > 0 and s.max_timestamp > now_ms - lag):
+            uncleanable = s.base_offset
+            break
+    clean = dirty = 0
+    for s in closed:
+        if s.base_offset >= uncleanable:
+            break
+        if s.next_offset <= first_dirty:
+            clean += s.size
+        else:
+            dirty += s.size
+    total = clean + dirty
+    return DirtyStats(first_dirty, uncleanable, clean, dirty, dirty / total if total else 0.0)
+
+
+# ------------------------------------------------------------------ results
+
+
+class ReplacedSegment(NamedTuple):
+    base_offset: int
+    path: str
+    size: int
+
+
+class CleanedGroup(NamedTuple):
+    """One ``.cleaned`` segment and the segments it replaces."""
+
+    base_offset: int
+    generation: int
+    stem: str
+    size: int
+    replaced: tuple[ReplacedSegment, ...]
+
+
+@dataclass
+class CleanStats:
+    dirty_bytes: int = 0  # bytes of dirty segments scanned into the map
+    bytes_before: int = 0  # size of every segment recopied
+    bytes_after: int = 0
+    segments_before: int = 0
+    segments_after: int = 0
+    batches_read: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    records_removed: int = 0  # superseded, expired tombstones, keyless, below the log start
+    tombstones_removed: int = 0
+    keyless_removed: int = 0
+    batches_rebuilt: int = 0
+    batches_dropped: int = 0
+    control_batches: int = 0
+    malformed_batches: int = 0  # CRC-valid batches whose records do not decode: kept as they are
+    map_entries: int = 0
+    map_capacity: int = 0
+    map_full: bool = False  # the pass stopped early; more passes follow
+    map_seconds: float = 0.0
+    copy_seconds: float = 0.0
+    duration_s: float = 0.0
+
+    @property
+    def dirty_mb_per_s(self) -> float:
+        return self.dirty_bytes / 1e6 / self.duration_s if self.duration_s > 0 else 0.0
+
+
+@dataclass
+class CleanResult:
+    """A finished pass waiting to be installed by the log's owner."""
+
+    directory: str
+    name: str
+    first_dirty: int
+    end_offset: int  # the new clean offset: everything below was covered by the map
+    checkpoint: CleanerCheckpoint  # to persist once every group is installed
+    groups: list[CleanedGroup] = field(default_factory=list)
+    stats: CleanStats = field(default_factory=CleanStats)
+
+
+class MapTooSmallError(Exception):
+    """Not even one dirty batch fits the offset map: give the cleaner more memory."""
+
+
+# ------------------------------------------------------------- batch reading
+
+
+def _iter_batches(fd: int, seg: SegmentView, *, check_crc: bool = True) -> Iterator[tuple[bytearray, memoryview, int, tuple]]:
+    """Yield ``(buffer, its memoryview, position in buffer, header fields)`` for every batch.
+
+    Reads the file in large chunks; the buffer is reused, so callers must
+    finish with a batch before asking for the next. Framing and offset order
+    are always checked (the base offset lies outside the CRC), CRC32C on request.
+    """
+    buf = bytearray(READ_CHUNK)
+    mv = memoryview(buf)
+    unpack = HEADER.unpack_from
+    crc = _crc32c.crc32c
+    path, file_size = seg.path, seg.size
+    cstart = clen = 0
+    pos = 0
+    expected = seg.base_offset
+    while pos < file_size:
+        rel = pos - cstart
+        if rel + HEADER_SIZE > clen:
+            clen = os.preadv(fd, [mv[: min(len(buf), file_size - pos)]], pos)
+            cstart, rel = pos, 0
+            if clen < HEADER_SIZE:
+                raise CorruptRecordError(f"torn batch header at the end ({clen} bytes)", path=path, position=pos)
+        fields = unpack(buf, rel)
+        size = fields[1] + LOG_OVERHEAD
+        if fields[3] != MAGIC or fields[1] < _MIN_BATCH_LENGTH or size > file_size - pos:
+            raise CorruptRecordError("bad batch framing (magic, length)", path=path, position=pos)
+        if fields[0] < expected or fields[6] < 0 or fields[0] + fields[6] >= seg.next_offset:
+            raise CorruptRecordError(f"batch offsets {fields[0]}+{fields[6]} out of order (expected >= {expected}, "
+                                     f"< {seg.next_offset})", path=path, position=pos)
+        expected = fields[0] + fields[6] + 1
+        if rel + size > clen:
+            if size > len(buf):
+                buf = bytearray(size)
+                mv = memoryview(buf)
+            clen = os.preadv(fd, [mv[: min(len(buf), file_size - pos)]], pos)
+            cstart, rel = pos, 0
+            if clen < size:
+                raise CorruptRecordError(f"file ends inside a batch of {size} bytes", path=path, position=pos)
+        if check_crc and crc(mv[rel + 21 : rel + size]) != fields[4]:
+            raise CorruptRecordError("record batch CRC32C mismatch", path=path, position=pos)
+        yield buf, mv, rel, fields
+        pos += size
+
+
+def _records(buf: bytearray, mv: memoryview, rel: int, size: int, attributes: int) -> tuple[bytes | bytearray, int, int]:
+    """``(buffer, start, end)`` of a batch's records: in place when uncompressed, no copy."""
+    codec = attributes & 0x07
+    if codec == NONE:
+        return buf, rel + HEADER_SIZE, rel + size
+    data = decompress(codec, mv[rel + HEADER_SIZE : rel + size])
+    return data, 0, len(data)
+
+
+def _scan_keys(blob: bytes | bytearray, p: int, stop: int, count: int) -> tuple[list, list[int]]:
+    """Keys and offset deltas of every record: the map pass's only per-record loop."""
+    Z = ZIGZAG1
+    dv = decode_varint
+    keys: list = []
+    deltas: list[int] = []
+    add_key = keys.append
+    add_delta = deltas.append
+    for _ in range(count):
+        b = blob[p]
+        if b < 0x80:
+            ln = Z[b]
+            p += 1
+        else:
+            b2 = blob[p + 1]
+            if b2 < 0x80:  # records of 64 B .. 8 KiB
+                u = (b & 0x7F) | (b2 << 7)
+                ln = (u >> 1) ^ -(u & 1)
+                p += 2
+            else:
+                ln, p = dv(blob, p)
+        end = p + ln
+        b = blob[p + 1]  # after the attributes byte: timestamp delta
+        if b < 0x80:
+            p += 2
+        else:
+            _, p = decode_varlong(blob, p + 1)
+        b = blob[p]
+        if b < 0x80:
+            add_delta(Z[b])
+            p += 1
+        else:
+            od, p = dv(blob, p)
+            add_delta(od)
+        b = blob[p]
+        if b < 0x80:
+            kl = Z[b]
+            p += 1
+        else:
+            kl, p = dv(blob, p)
+        add_key(blob[p : p + kl] if kl >= 0 else None)
+        p = end
+    if p != stop:
+        raise CorruptRecordError(f"records of a batch end at byte {p}, not {stop}")
+    return keys, deltas
+
+
+def _scan_records(blob: bytes | bytearray, p: int, stop: int, count: int) -> tuple[list, list[int], list[int], list[bool], list[int]]:
+    """Keys, offset deltas, timestamp deltas, tombstone flags and record starts (plus the end)."""
+    Z = ZIGZAG1
+    dv = decode_varint
+    keys: list = []
+    deltas: list[int] = []
+    ts_deltas: list[int] = []
+    nulls: list[bool] = []
+    starts: list[int] = []
+    for _ in range(count):
+        starts.append(p)
+        b = blob[p]
+        if b < 0x80:
+            ln = Z[b]
+            p += 1
+        else:
+            b2 = blob[p + 1]
+            if b2 < 0x80:  # records of 64 B .. 8 KiB
+                u = (b & 0x7F) | (b2 << 7)
+                ln = (u >> 1) ^ -(u & 1)
+                p += 2
+            else:
+                ln, p = dv(blob, p)
+        end = p + ln
+        b = blob[p + 1]
+        if b < 0x80:
+            ts_deltas.append(Z[b])
+            p += 2
+        else:
+            tsd, p = decode_varlong(blob, p + 1)
+            ts_deltas.append(tsd)
+        b = blob[p]
+        if b < 0x80:
+            deltas.append(Z[b])
+            p += 1
+        else:
+            od, p = dv(blob, p)
+            deltas.append(od)
+        b = blob[p]
+        if b < 0x80:
+            kl = Z[b]
+            p += 1
+        else:
+            kl, p = dv(blob, p)
+        if kl >= 0:
+            keys.append(blob[p : p + kl])
+            p += kl
+        else:
+            keys.append(None)
+        nulls.append(blob[p] == 1)  # value length varint -1
+        p = end
+    if p != stop:
+        raise CorruptRecordError(f"records of a batch end at byte {p}, not {stop}")
+    starts.append(p)
+    return keys, deltas, ts_deltas, nulls, starts
+
+
+_MALFORMED = (CorruptRecordError, IndexError, ValueError)  # what parsing bad record bytes raises
+
+
+# ------------------------------------------------------------------ map pass
+
+
+def _build_map(view: CleanView, dirty: Sequence[SegmentView], first_dirty: int, limit: int,
+               offset_map: OffsetMap, fds: dict[str, int], stats: CleanStats) -> int:
+    """Fill the map from the dirty segments; returns the end offset the map covers.
+
+    No CRC check here: the copy pass checks every batch before writing
+    anything, so a damaged batch aborts the pass whatever it put in the map.
+    """
+    for seg in dirty:
+        for buf, mv, rel, f in _iter_batches(fds[seg.path], seg, check_crc=False):
+            base, attrs, lod, count = f[0], f[5], f[6], f[12]
+            if base >= limit:
+                return limit
+            size = f[1] + LOG_OVERHEAD
+            stats.dirty_bytes += size
+            if base + lod < first_dirty or attrs & CONTROL_BIT or count == 0:
+                continue
+            if count > offset_map.room:
+                if not len(offset_map):
+                    raise MapTooSmallError(
+                        f"{view.name}: the offset map holds {offset_map.capacity} keys, too few for one batch "
+                        f"of {count} records at offset {base}; give the cleaner more memory")
+                stats.dirty_bytes -= size
+                stats.map_full = True
+                return base
+            try:
+                keys, deltas = _scan_keys(*_records(buf, mv, rel, size, attrs), count)
+            except _MALFORMED:
+                continue  # the copy pass keeps such a batch as it is
+            offsets = [base + d for d in deltas]
+            if None in keys or base < first_dirty:
+                pairs = [(k, o) for k, o in zip(keys, offsets) if k is not None and o >= first_dirty]
+                keys = [k for k, _ in pairs]
+                offsets = [o for _, o in pairs]
+            offset_map.put_many(keys, offsets)
+    return limit
+
+
+# ----------------------------------------------------------------- copy pass
+
+
+def fits(group_first: SegmentView, written: int, nxt: SegmentView, max_bytes: int) -> bool:
+    """May ``nxt`` join a cleaned segment that starts with ``group_first`` and holds ``written`` bytes?
+
+    Decided as the copy goes, on the bytes already written plus the next
+    segment's whole size (it may keep everything), so the result stays within
+    ``segment.bytes`` while small neighbours merge in the same pass; Kafka
+    groups by sizes before cleaning and so merges a pass later. Relative
+    offsets in the merged index must also fit 31 bits.
+    """
+    return written + nxt.size <= max_bytes and nxt.next_offset - 1 - group_first.base_offset <= MAX_RELATIVE_OFFSET
+
+
+class _SegmentWriter:
+    """Writes one cleaned segment (``.cleaned`` files) and its indexes, as Segment.append would."""
+
+    def __init__(self, directory: str, base_offset: int, generation: int, config: TopicConfig):
+        self.stem = segment_stem(base_offset, generation)
+        self.base_offset = base_offset
+        self.generation = generation
+        self.path = os.path.join(directory, self.stem + LOG_SUFFIX + PENDING_SUFFIX)
+        self.index = OffsetIndex(os.path.join(directory, self.stem + INDEX_SUFFIX + PENDING_SUFFIX), base_offset,
+                                 config.segment_index_bytes)
+        self.timeindex = TimeIndex(os.path.join(directory, self.stem + TIMEINDEX_SUFFIX + PENDING_SUFFIX), base_offset,
+                                   config.segment_index_bytes)
+        self.interval = config.index_interval_bytes
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self.buf = bytearray()
+        self.position = 0
+        self.since_index = 0
+        self.max_ts = -1
+        self.offset_of_max = -1
+
+    def add(self, data, base: int, max_ts: int) -> None:
+        if max_ts > self.max_ts:
+            self.max_ts, self.offset_of_max = max_ts, base
+        if self.since_index > self.interval:
+            self.index.append(base, self.position)
+            self.timeindex.maybe_append(self.max_ts, self.offset_of_max)
+            self.since_index = 0
+        n = len(data)
+        self.since_index += n
+        self.position += n
+        self.buf += data
+        if len(self.buf) >= WRITE_CHUNK:
+            self._drain()
+
+    def _drain(self) -> None:
+        view = memoryview(self.buf)
+        done = 0
+        while done < len(view):
+            done += os.write(self.fd, view[done:])
+        view.release()
+        self.buf = bytearray()
+
+    def finish(self) -> int:
+        """Write everything, fsync, and persist the indexes; returns the file size."""
+        self._drain()
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self.fd = -1
+        if self.max_ts >= 0:
+            self.timeindex.maybe_append(self.max_ts, self.offset_of_max)
+        self.index.write(rewrite=True)
+        self.timeindex.write(rewrite=True)
+        fsync_path(self.index.path)
+        fsync_path(self.timeindex.path)
+        return self.position
+
+    def abort(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class _Copier:
+    """The retain decision for every batch of the segments being recopied."""
+
+    def __init__(self, name: str, offset_map: OffsetMap, log_start: int, tombstone_horizon: int, stats: CleanStats):
+        self.name = name
+        self.map = offset_map
+        self.log_start = log_start
+        self.horizon = tombstone_horizon
+        self.stats = stats
+
+    def filter(self, buf: bytearray, mv: memoryview, rel: int, f: tuple) -> tuple[object | None, int, bool]:
+        """``(bytes to write or None, max timestamp, changed)`` for one (CRC-checked) batch."""
+        st = self.stats
+        base, attrs, lod, base_ts, max_ts, count = f[0], f[5], f[6], f[7], f[8], f[12]
+        size = f[1] + LOG_OVERHEAD
+        st.batches_read += 1
+        if attrs & CONTROL_BIT:
+            st.control_batches += 1
+            return mv[rel : rel + size], max_ts, False
+        st.records_read += count
+        if base + lod < self.log_start:
+            st.records_removed += count
+            st.batches_dropped += 1
+            return None, max_ts, True
+        try:
+            blob, start, stop = _records(buf, mv, rel, size, attrs)
+            keys, deltas, ts_deltas, nulls, starts = _scan_records(blob, start, stop, count)
+        except _MALFORMED as e:
+            # CRC-valid but undecodable records (a broken client): keep the batch as it is.
+            st.malformed_batches += 1
+            st.records_kept += count
+            log.warning("%s: batch at offset %d has malformed records (%s); kept uncleaned", self.name, base, e)
+            return mv[rel : rel + size], max_ts, False
+        horizon = self.horizon
+        if None in keys:
+            keyed = [i for i, k in enumerate(keys) if k is not None]
+            st.keyless_removed += count - len(keyed)
+            latest: list = [None] * count
+            for i, lat in zip(keyed, self.map.latest_many([keys[i] for i in keyed])):
+                latest[i] = lat
+        else:
+            keyed = None
+            latest = self.map.latest_many(keys)
+        # Superseded: a later offset of the key is in the map (None: not in the map).
+        keep = [i for i, d, lat in zip(range(count), deltas, latest) if lat is None or base + d >= lat]
+        if keyed is not None:
+            keep = [i for i in keep if keys[i] is not None]
+        tombstones = 0
+        if horizon > base and True in nulls:
+            kept_before = len(keep)
+            keep = [i for i in keep if not nulls[i] or base + deltas[i] >= horizon]
+            tombstones = kept_before - len(keep)
+        kept = len(keep)
+        st.records_kept += kept
+        st.records_removed += count - kept
+        st.tombstones_removed += tombstones
+        if kept == count:
+            return mv[rel : rel + size], max_ts, False
+        if kept == 0:
+            st.batches_dropped += 1
+            return None, max_ts, True
+        lat_time = attrs & TIMESTAMP_TYPE_BIT
+        records = [
+            RawRecord(base + deltas[i], max_ts if lat_time else base_ts + ts_deltas[i], keys[i], nulls[i],
+                      starts[i], starts[i + 1])
+            for i in keep
+        ]
+        rebuilt = rebuild_batch(BatchHeader(*f), blob, records, keep_last_offset_delta=True)
+        st.batches_rebuilt += 1
+        new_max = max_ts if lat_time else max(r.timestamp for r in records)
+        return rebuilt, new_max, True
+
+
+class _GroupWriter:
+    """Streams the recopied segments into as few cleaned segments as ``segment.bytes`` allows."""
+
+    def __init__(self, view: CleanView, copier: _Copier, fds: dict[str, int], result: "CleanResult"):
+        self.view = view
+        self.copier = copier
+        self.fds = fds
+        self.result = result
+        self.writer: _SegmentWriter | None = None
+        self.group: list[SegmentView] = []
+        self.changed = False
+
+    def add(self, seg: SegmentView) -> None:
+        if self.writer is not None and not fits(self.group[0], self.writer.position, seg, self.view.config.segment_bytes):
+            self.finish()
+        if self.writer is None:
+            self._start(seg)
+        writer = self.writer
+        assert writer is not None
+        self.group.append(seg)
+        self.changed = self.changed or len(self.group) > 1
+        for buf, mv, rel, f in _iter_batches(self.fds[seg.path], seg):
+            data, max_ts, altered = self.copier.filter(buf, mv, rel, f)
+            if altered:
+                self.changed = True
+            if data is not None:
+                writer.add(data, f[0], max_ts)
+
+    def _start(self, first: SegmentView) -> None:
+        stem = segment_stem(first.base_offset, first.generation + 1)
+        if os.path.exists(manifest_path(self.view.directory, stem)):
+            # A committed swap of this very name is still unfinished (its owner hit an
+            # error mid-swap): its .cleaned files are data now. Reopening the log finishes it.
+            raise RuntimeError(f"{self.view.name}: an unfinished swap of {stem} is pending; reopen the partition log")
+        discard_pending(self.view.directory, stem)  # leftovers of a crashed earlier attempt
+        self.writer = _SegmentWriter(self.view.directory, first.base_offset, first.generation + 1, self.view.config)
+        self.group = []
+        self.changed = False
+
+    def finish(self) -> None:
+        """Close the current cleaned segment; a lone segment that came out unchanged is not replaced."""
+        writer, group = self.writer, self.group
+        if writer is None:
+            return
+        self.writer = None
+        st = self.result.stats
+        before = sum(s.size for s in group)
+        st.bytes_before += before
+        st.segments_before += len(group)
+        st.segments_after += 1
+        if not self.changed:
+            writer.abort()
+            discard_pending(self.view.directory, writer.stem)
+            st.bytes_after += before
+            return
+        size = writer.finish()
+        st.bytes_after += size
+        self.result.groups.append(CleanedGroup(group[0].base_offset, writer.generation, writer.stem, size,
+                                               tuple(ReplacedSegment(s.base_offset, s.path, s.size) for s in group)))
+        step("group-written")
+
+    def abort(self) -> None:
+        if self.writer is not None:
+            self.writer.abort()
+            discard_pending(self.view.directory, self.writer.stem)
+            self.writer = None
+
+
+# ------------------------------------------------------------------- a pass
+
+
+def clean(view: CleanView, now_ms: int | None = None, *, map_bytes: int = DEFAULT_MAP_BYTES,
+          force: bool = False) -> CleanResult | None:
+    """Run one cleaning pass over ``view``'s files; None when there is nothing to do.
+
+    Without ``force`` the pass runs only when the dirty ratio reaches
+    ``min.cleanable.dirty.ratio``; with it, whenever there is a closed segment
+    (which also expires tombstones and merges small segments in a quiet log).
+    The result must then be handed to the log's ``install_cleaned`` (or
+    ``discard_cleaned``).
+    """
+    started = time.perf_counter()
+    now = view.now_ms if now_ms is None else now_ms
+    config = view.config
+    ds = dirty_stats(view, now)
+    if not force and (ds.dirty_bytes == 0 or ds.ratio < config.min_cleanable_dirty_ratio):
+        return None
+    candidates = [s for s in view.segments[:-1] if s.base_offset < ds.first_uncleanable]
+    if not candidates:
+        return None
+    stats = CleanStats()
+    offset_map = OffsetMap(map_bytes)
+    stats.map_capacity = offset_map.capacity
+    fds: dict[str, int] = {}
+    try:
+        for s in candidates:  # open everything first: later deletions by retention cannot bite
+            fds[s.path] = os.open(s.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        dirty = [s for s in candidates if s.next_offset > ds.first_dirty]
+        end = _build_map(view, dirty, ds.first_dirty, ds.first_uncleanable, offset_map, fds, stats)
+        stats.map_entries = len(offset_map)
+        stats.map_seconds = time.perf_counter() - started
+        step("map-built")
+        horizon = min(view.checkpoint.tombstone_horizon(now, config.delete_retention_ms), ds.first_dirty)
+        copier = _Copier(view.name, offset_map, view.log_start, horizon, stats)
+        to_copy = [s for s in candidates if s.base_offset < end]
+        result = CleanResult(view.directory, view.name, ds.first_dirty, end,
+                             view.checkpoint.after_pass(end, now, config.delete_retention_ms), stats=stats)
+        copy_started = time.perf_counter()
+        groups = _GroupWriter(view, copier, fds, result)
+        try:
+            for seg in to_copy:
+                groups.add(seg)
+            groups.finish()
+        except BaseException:
+            groups.abort()
+            discard(result)
+            raise
+        from .recovery import fsync_dir
+
+        fsync_dir(view.directory)
+        step("cleaned-synced")
+        stats.copy_seconds = time.perf_counter() - copy_started
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    stats.duration_s = time.perf_counter() - started
+    return result
+
+
+def discard(result: CleanResult) -> None:
+    """Delete a pass's ``.cleaned`` files that were not installed."""
+    for g in result.groups:
+        discard_pending(result.directory, g.stem)
+
+
+def describe(result: CleanResult) -> str:
+    """One log line about a pass."""
+    s = result.stats
+    return (
+        f"cleaned {result.name} offsets [{result.first_dirty}, {result.end_offset}) dirty: "
+        f"{s.segments_before} segments / {s.bytes_before} bytes -> {s.segments_after} / {s.bytes_after} bytes, "
+        f"{s.records_removed} of {s.records_read} records removed ({s.tombstones_removed} tombstones, "
+        f"{s.keyless_removed} without key), map {s.map_entries}/{s.map_capacity} keys"
+        f"{' (full: more passes needed)' if s.map_full else ''}, "
+        f"{s.duration_s:.2f} s, {s.dirty_mb_per_s:.0f} MB/s of dirty log"
+    )
+
+
+class Compaction(NamedTuple):
+    result: CleanResult | None
+    installed: int  # groups swapped in
+
+
+def compact(plog, now_ms: int | None = None, *, map_bytes: int = DEFAULT_MAP_BYTES, force: bool = True,
+            max_passes: int = 100) -> list[Compaction]:
+    """Clean and install in this process, pass after pass until the dirty part is covered.
+
+    For a log owned by this process (tests, tools, benchmarks); a broker runs
+    :func:`clean` in its cleaner actor and installs through the partition actor.
+    """
+    done = []
+    for _ in range(max_passes):
+        result = clean(plog.cleaning_view(), now_ms, map_bytes=map_bytes, force=force)
+        if result is None:
+            break
+        installed = plog.install_cleaned(result)
+        done.append(Compaction(result, installed))
+        log.info("%s", describe(result))
+        if not result.stats.map_full:
+            break
+        force = True
+    return done
+
+
+__all__ = [
+    "CleanerCheckpoint",
+    "CleanView",
+    "SegmentView",
+    "DirtyStats",
+    "CleanedGroup",
+    "ReplacedSegment",
+    "CleanStats",
+    "CleanResult",
+    "Compaction",
+    "MapTooSmallError",
+    "CHECKPOINT_FILE",
+    "DEFAULT_MAP_BYTES",
+    "read_checkpoint",
+    "write_checkpoint",
+    "first_dirty_offset",
+    "dirty_stats",
+    "fits",
+    "clean",
+    "discard",
+    "describe",
+    "compact",
+]
