@@ -143,8 +143,22 @@ def read_checkpoint(directory: str) -> CleanerCheckpoint:
         return CleanerCheckpoint()
 
 
-def write_checkpoint(directory: str, checkpoint: CleanerCheckpoint) -> None:
-    atomic_write(os.path.join(directory, CHECKPOINT_FILE), checkpoint.to_json())
+def write_checkpoint(directory: str, checkpoint: CleanerCheckpoint, *, durable: bool = False) -> None:
+    """Replace the checkpoint (temp file + rename).
+
+    Not fsynced by default, to keep the swap's critical section short: losing
+    it to a power cut only moves cleaning back (the next pass rescans more,
+    tombstones are kept longer), and an unreadable one reads as "nothing
+    cleaned yet". Both are safe.
+    """
+    path = os.path.join(directory, CHECKPOINT_FILE)
+    if durable:
+        atomic_write(path, checkpoint.to_json())
+        return
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(checkpoint.to_json())
+    os.replace(tmp, path)
 
 
 # ------------------------------------------------------------------- the view

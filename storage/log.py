@@ -96,6 +96,7 @@ class _ReplacedSegments:
     def delete_files(self) -> None:
         for seg in self.segments:
             seg.delete_files()
+        fsync_dir(os.path.dirname(self.manifest))  # the files are gone for good before the manifest goes
         try:
             os.remove(self.manifest)
         except FileNotFoundError:
@@ -670,8 +671,10 @@ class PartitionLog:
             count = deletable_prefix(facts, self._config, now, self._log_start)
             if count:
                 self._drop_prefix(count, now)
-            self._purge(now)
-            return count
+            due = self._take_due(now)
+        for item in due:
+            item.delete_files()
+        return count
 
     def delete_records(self, before_offset: int, *, high_watermark: int | None = None) -> int:
         """Kafka DeleteRecords: move the log start offset up to ``before_offset``; returns the new low watermark.
@@ -680,6 +683,7 @@ class PartitionLog:
         start is persisted before any file goes, so a crash cannot resurrect
         deleted records.
         """
+        due: list = []
         with self._lock:
             self._check_open()
             hw = self._log_end if high_watermark is None else min(high_watermark, self._log_end)
@@ -698,8 +702,11 @@ class PartitionLog:
                     count += 1
                 if count:
                     self._drop_prefix(count, now)
-                self._purge(now)
-            return self._log_start
+                due = self._take_due(now)
+            low = self._log_start
+        for item in due:
+            item.delete_files()
+        return low
 
     def _drop_prefix(self, count: int, now: int) -> None:
         dropped = self._segments[:count]
@@ -787,8 +794,11 @@ class PartitionLog:
                 _compaction.step("checkpoint-written")
             self._stats["cleanings"] += 1
             self._stats["segments_cleaned"] += replaced
-            self._purge(now)
-            return SwapReport(installed, len(groups) - installed, replaced, self._cleaner_checkpoint.clean_offset)
+            due = self._take_due(now)
+            report = SwapReport(installed, len(groups) - installed, replaced, self._cleaner_checkpoint.clean_offset)
+        for item in due:
+            item.delete_files()
+        return report
 
     def _prepare_cleaned(self, group: "_compaction.CleanedGroup") -> tuple[Segment, int, list[Segment]] | None:
         """Open a cleaned segment and find the run it replaces; None if either is not as expected."""
@@ -820,13 +830,20 @@ class PartitionLog:
         _compaction.discard(result)
 
     def _purge(self, now: int | None) -> None:
-        keep = []
-        for due, seg in self._pending_deletes:
-            if now is None or due <= now:
-                seg.delete_files()
-            else:
-                keep.append((due, seg))
+        for item in self._take_due(now):
+            item.delete_files()
+
+    def _take_due(self, now: int | None) -> list:
+        """Pending deletions that are due (all with None), removed from the list.
+
+        Callers delete them after releasing the lock: unlinking a large file
+        takes milliseconds that appends and reads need not wait for.
+        """
+        keep, due = [], []
+        for when, item in self._pending_deletes:
+            (due if now is None or when <= now else keep).append((when, item))
         self._pending_deletes = keep
+        return [item for _, item in due]
 
     # ---------------------------------------------------------- verification
     def verify(self) -> list[CorruptBatch]:
