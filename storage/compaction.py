@@ -105,7 +105,24 @@ class CleanerCheckpoint:
 
     def after_pass(self, end: int, now_ms: int, delete_retention_ms: int) -> "CleanerCheckpoint":
         """The checkpoint once a pass covering everything below ``end`` is installed."""
-        passes = [p for p in self.passes if p[0] < end] + [(end, now_ms)]
+        # Offsets below an existing entry's end were first cleaned at its time; only
+        # offsets past every entry are first cleaned now.
+        passes: list[tuple[int, int]] = []
+        for e, t in self.passes:
+            if e >= end:
+                passes.append((end, t))
+                break
+            passes.append((e, t))
+        else:
+            # One entry per time bucket of delete.retention.ms / (history - 2): a pass in
+            # the same bucket as the last entry extends it and lends it its (later) time,
+            # so tombstones are kept at most one bucket longer, never shorter, and the
+            # history stays bounded however often passes run.
+            bucket = max(1, delete_retention_ms // (MAX_PASS_HISTORY - 2))
+            if passes and passes[-1][1] // bucket == now_ms // bucket and passes[-1][1] <= now_ms:
+                passes[-1] = (end, now_ms)
+            else:
+                passes.append((end, now_ms))
         cutoff = now_ms - delete_retention_ms
         # Passes old enough to free their tombstones collapse into one entry.
         expired = 0
@@ -113,10 +130,11 @@ class CleanerCheckpoint:
             expired += 1
         if expired > 1:
             passes = passes[expired - 1:]
-        # Bounded history: drop the oldest entry, which hands its offsets to the
-        # next (later) pass, so their tombstones are kept longer, never shorter.
+        # A hard cap for when delete.retention.ms shrank: the entry closest in time
+        # to its successor hands it its offsets (kept longer, never shorter).
         while len(passes) > MAX_PASS_HISTORY:
-            passes.pop(0)
+            gaps = [passes[i + 1][1] - passes[i][1] for i in range(len(passes) - 1)]
+            del passes[gaps.index(min(gaps))]
         return CleanerCheckpoint(end, tuple(passes))
 
     def to_json(self) -> bytes:
@@ -443,7 +461,15 @@ def _scan_records(blob: bytes | bytearray, p: int, stop: int, count: int) -> tup
             p += kl
         else:
             keys.append(None)
-        nulls.append(blob[p] == 1)  # value length varint -1
+        b = blob[p]
+        if b < 0x80:
+            vl = Z[b]
+            p += 1
+        else:
+            vl, p = dv(blob, p)
+        nulls.append(vl == -1)
+        if p + vl > end or vl < -1 or kl < -1:
+            raise ValueError(f"record fields overrun its length {ln}")
         p = end
     if p != stop:
         raise CorruptRecordError(f"records of a batch end at byte {p}, not {stop}")
@@ -793,8 +819,8 @@ def describe(result: CleanResult) -> str:
 
 
 class Compaction(NamedTuple):
-    result: CleanResult | None
-    installed: int  # groups swapped in
+    result: CleanResult
+    swap: object  # the log's SwapReport: groups installed or discarded
 
 
 def compact(plog, now_ms: int | None = None, *, map_bytes: int = DEFAULT_MAP_BYTES, force: bool = True,
@@ -809,8 +835,7 @@ def compact(plog, now_ms: int | None = None, *, map_bytes: int = DEFAULT_MAP_BYT
         result = clean(plog.cleaning_view(), now_ms, map_bytes=map_bytes, force=force)
         if result is None:
             break
-        installed = plog.install_cleaned(result)
-        done.append(Compaction(result, installed))
+        done.append(Compaction(result, plog.install_cleaned(result)))
         log.info("%s", describe(result))
         if not result.stats.map_full:
             break
