@@ -97,6 +97,7 @@ class _ReplacedSegments:
         for seg in self.segments:
             seg.delete_files()
         fsync_dir(os.path.dirname(self.manifest))  # the files are gone for good before the manifest goes
+        _compaction.step("old-files-deleted")
         try:
             os.remove(self.manifest)
         except FileNotFoundError:
