@@ -202,10 +202,30 @@ class PartitionActor:
         self._publish_state()
         return deleted
 
+    # ------------------------------------------------------------ compaction
+    async def cleaning_view(self, roll: bool = False):
+        """Segment snapshot for the node's cleaner, which rewrites closed segments in its own process.
+
+        ``roll`` closes the active segment first (and fsyncs it), so an
+        on-demand compaction covers everything produced so far.
+        """
+        if roll and self._log.segments[-1].size:
+            self._log.roll()
+            self._log.flush()
+        return self._log.cleaning_view()
+
+    async def install_cleaned(self, result) -> tuple[int, int, int, int]:
+        """Swap the cleaner's finished segments in: the only compaction work done in this actor (ms)."""
+        report = self._log.install_cleaned(result)
+        self._publish_state()
+        return tuple(report)
+
     async def stats(self) -> dict[str, Any]:
         s = dict(self._log.stats())
         s.update(topic=self.topic, partition=self.partition, node_id=ray.get_runtime_context().get_node_id(),
                  pid=os.getpid(), producers=len(self._producers))
+        if self._log.config.compacts:
+            s["dirty_ratio"] = self._log.dirty_stats().ratio
         return s
 
     async def node_id(self) -> str:
