@@ -19,6 +19,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from logan_ray.errors import (
+    InvalidConfigError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     TopicExistsError,
@@ -40,7 +41,8 @@ PRODUCER_ID_BLOCK = 1000
 
 class RouterActor:
     def __init__(self, data_dir: str, *, auto_create_topics: bool = True, num_partitions: int = 1,
-                 topic_defaults: dict[str, Any] | None = None, maintenance_interval_s: float = 300.0) -> None:
+                 topic_defaults: dict[str, Any] | None = None, maintenance_interval_s: float = 300.0,
+                 cleaner_interval_s: float = 15.0) -> None:
         self.data_dir = os.path.abspath(os.path.expanduser(data_dir))
         os.makedirs(self.data_dir, exist_ok=True)
         self.auto_create_topics = auto_create_topics
@@ -51,6 +53,8 @@ class RouterActor:
         self._meta = self._load()
         self._handles: dict[tuple[str, int], Any] = {}
         self._gateways: dict[str, tuple[str, int]] = {}
+        self._cleaners: dict[str, Any] = {}  # node id -> CleanerActor, started with the first compacted partition
+        self.cleaner_interval_s = cleaner_interval_s
         self._lock = asyncio.Lock()
         self._producer_id_next = self._meta.get("producer_id_next", 0)
         self._producer_id_limit = self._producer_id_next
@@ -105,7 +109,48 @@ class RouterActor:
         ).remote(topic, partition, os.path.join(self.data_dir, f"{topic}-{partition}"), config,
                  self.maintenance_interval_s)
         self._handles[(topic, partition)] = handle
+        if "compact" in str(config.get("cleanup.policy", "")):
+            self._ensure_cleaner(place["node_id"])
         return handle
+
+    # -------------------------------------------------------------- cleaners
+    def _ensure_cleaner(self, node_id: str):
+        """The log cleaner of a node (one per node: it reads that node's segment files)."""
+        handle = self._cleaners.get(node_id)
+        if handle is None:
+            from .cleaner import cleaner_actor_class, cleaner_name
+
+            handle = cleaner_actor_class().options(
+                name=cleaner_name(node_id), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+            ).remote(node_id, self.cleaner_interval_s)
+            self._cleaners[node_id] = handle
+        return handle
+
+    async def cleaner_targets(self, node_id: str) -> list[tuple[str, int, Any]]:
+        """(topic, partition, handle) of the compacted partitions placed on ``node_id``."""
+        out = []
+        for topic, t in self._meta["topics"].items():
+            if not TopicConfig.from_dict({**self.topic_defaults, **t.get("config", {})}).compacts:
+                continue
+            for p in range(t["partitions"]):
+                if t["placement"][str(p)]["node_id"] == node_id and (topic, p) in self._handles:
+                    out.append((topic, p, self._handles[(topic, p)]))
+        return out
+
+    async def compact(self, name: str, roll: bool = False) -> list[dict[str, Any]]:
+        """Clean every partition of a compacted topic now, each by the cleaner of its node."""
+        t = self._topic(name)
+        effective = TopicConfig.from_dict({**self.topic_defaults, **t.get("config", {})})
+        if not effective.compacts:
+            raise InvalidConfigError(f"topic {name!r} has cleanup.policy={effective.cleanup_policy}; "
+                                     "compaction needs 'compact' in it")
+        calls = [self._ensure_cleaner(t["placement"][str(p)]["node_id"]).compact.remote(
+                 name, p, self._handles[(name, p)], roll) for p in range(t["partitions"])]
+        return list(await asyncio.gather(*calls))
+
+    async def cleaners(self) -> dict[str, Any]:
+        return dict(self._cleaners)
 
     # ------------------------------------------------------------------ admin
     async def create_topic(self, name: str, partitions: int | None = None, config: dict[str, Any] | None = None,
@@ -176,6 +221,9 @@ class RouterActor:
             self._save()
         await asyncio.gather(*(self._handles[(name, p)].reconfigure.remote(effective.to_dict())
                                for p in range(t["partitions"])))
+        if effective.compacts:
+            for p in range(t["partitions"]):
+                self._ensure_cleaner(t["placement"][str(p)]["node_id"])
         return overrides
 
     # ---------------------------------------------------------------- lookups
@@ -280,6 +328,11 @@ class RouterActor:
     # --------------------------------------------------------------- shutdown
     async def shutdown(self) -> None:
         """Flush and close every partition (clean-shutdown marker), then stop their actors."""
+        cleaners = list(self._cleaners.values())
+        await asyncio.gather(*(c.stop.remote() for c in cleaners), return_exceptions=True)
+        for c in cleaners:
+            ray.kill(c, no_restart=True)
+        self._cleaners.clear()
         handles = list(self._handles.values())
         await asyncio.gather(*(h.close.remote() for h in handles), return_exceptions=True)
         for h in handles:

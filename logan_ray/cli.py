@@ -173,6 +173,15 @@ def cmd_topic(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compact(args: argparse.Namespace) -> int:
+    c = _connect(args)
+    for r in c.compact(args.topic, roll=not args.no_roll):
+        print(f"{args.topic}-{r['partition']}: {r['passes']} passes, {_human(r['bytes_before'])} -> "
+              f"{_human(r['bytes_after'])} in {r['segments_after']} segments, {r['records_removed']} records removed "
+              f"({r['tombstones_removed']} tombstones) in {r['duration_s']:.2f} s")
+    return 0
+
+
 # ------------------------------------------------------------ produce/consume
 def cmd_produce(args: argparse.Namespace) -> int:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -277,6 +286,12 @@ def build_parser() -> argparse.ArgumentParser:
     x = tsub.add_parser("delete")
     x.add_argument("name")
     t.set_defaults(func=cmd_topic)
+
+    s = sub.add_parser("compact", help="compact a topic now (its cleanup.policy must contain compact)")
+    s.add_argument("topic")
+    s.add_argument("--no-roll", action="store_true",
+                   help="leave the active segments alone (by default they are closed so all records are cleaned)")
+    s.set_defaults(func=cmd_compact)
 
     s = sub.add_parser("produce", help="produce lines from stdin")
     s.add_argument("topic")

@@ -164,6 +164,15 @@ class Client:
     def status(self) -> list[dict[str, Any]]:
         return get(self.router.status.remote())
 
+    def compact(self, topic: str, roll: bool = True) -> list[dict[str, Any]]:
+        """Compact a topic now (its cleanup.policy must contain ``compact``); one summary per partition.
+
+        The node's cleaner actor rewrites the closed segments while the partition keeps serving.
+        ``roll`` first closes each active segment, which is never cleaned, so that every record
+        produced so far is covered.
+        """
+        return get(self.router.compact.remote(topic, roll))
+
     # ---------------------------------------------------------------- routing
     def partitions(self, topic: str, auto_create: bool = False, refresh: bool = False) -> list:
         """[(actor handle, node id)] per partition, cached until ``refresh``."""

@@ -754,6 +754,9 @@ def clean(view: CleanView, now_ms: int | None = None, *, map_bytes: int = DEFAUL
     started = time.perf_counter()
     now = view.now_ms if now_ms is None else now_ms
     config = view.config
+    if not config.compacts:
+        raise ValueError(f"{view.name}: cleanup.policy={config.cleanup_policy} does not allow compaction")
+    discard_stale(view.directory)
     ds = dirty_stats(view, now)
     if not force and (ds.dirty_bytes == 0 or ds.ratio < config.min_cleanable_dirty_ratio):
         return None
@@ -797,6 +800,23 @@ def clean(view: CleanView, now_ms: int | None = None, *, map_bytes: int = DEFAUL
             os.close(fd)
     stats.duration_s = time.perf_counter() - started
     return result
+
+
+def discard_stale(directory: str) -> list[str]:
+    """Remove ``.cleaned`` files no manifest commits: what a killed cleaner left behind."""
+    removed = []
+    for name in os.listdir(directory):
+        if name.endswith(PENDING_SUFFIX):
+            stem = name.split(".", 1)[0]
+            if not os.path.exists(manifest_path(directory, stem)):
+                try:
+                    os.remove(os.path.join(directory, name))
+                    removed.append(name)
+                except FileNotFoundError:
+                    pass
+    if removed:
+        log.info("removed %d files of an interrupted cleaning in %s", len(removed), directory)
+    return removed
 
 
 def discard(result: CleanResult) -> None:
@@ -863,6 +883,7 @@ __all__ = [
     "fits",
     "clean",
     "discard",
+    "discard_stale",
     "describe",
     "compact",
 ]
