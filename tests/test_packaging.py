@@ -22,6 +22,13 @@ def test_wheel_installs_into_fresh_venv_and_imports(tmp_path):
     assert "logan_ray/storage/batch_header.py" in names
     assert "logan_ray/actors/partition.py" in names
     assert "logan_ray/protocol/__init__.py" in names
+    # every module of the source tree ships, under its logan_ray name
+    expected = set()
+    for src, dest in (("logan_ray", "logan_ray"), ("storage", "logan_ray/storage"), ("actors", "logan_ray/actors")):
+        for path in (ROOT / src).rglob("*.py"):
+            expected.add(f"{dest}/{path.relative_to(ROOT / src).as_posix()}")
+    missing = sorted(expected - set(names))
+    assert not missing, f"modules missing from the wheel (add their packages to pyproject.toml): {missing}"
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
