@@ -377,6 +377,10 @@ def read_topic(
         datasets.append(ray.data.read_datasource(
             TopicDatasource(node_ranges, opts, bytes_per_record),
             num_cpus=num_cpus,
+            # one output stream per range: Ray would otherwise split every
+            # task's output to reach its default 200-block parallelism, and
+            # each extra block costs a task downstream (e.g. one Spark task).
+            override_num_blocks=len(node_ranges),
             label_selector={NODE_ID_LABEL: node_id},
             fallback_strategy=[{"label_selector": {}}],
         ))

@@ -62,6 +62,11 @@ def test_topic_reads_into_a_dataframe(client, spark, topic_name):
     assert sorted(json.loads(bytes(r.value))["amount"] for r in rows) == list(range(2100))
     assert all(r.partition == partition_for_key(bytes(r.key), 3) for r in rows)
 
+    # raydp's own Dataset.to_spark (pandas in between) yields the same rows
+    cols = ["partition", "offset", "value"]
+    assert sorted(lspark.read_topic(spark, topic_name, columns=cols, client=client, via="raydp").collect()) == \
+        sorted((r.partition, r.offset, r.value) for r in rows)
+
     window = lspark.read_topic(spark, topic_name, start=100, end=200, columns=["partition", "offset"], client=client)
     assert window.count() == 300
     assert sorted({r.offset for r in window.collect()}) == list(range(100, 200))
