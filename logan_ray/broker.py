@@ -65,6 +65,9 @@ class Broker:
         self.owns_ray = _client.init_ray(o.address, o.data_dir)
         self.router = _client.ensure_router(o.data_dir, auto_create_topics=o.auto_create_topics,
                                             num_partitions=o.num_partitions)
+        from logan_ray.actors.group_coordinator import ensure_group_coordinator
+
+        ensure_group_coordinator()  # replays committed offsets before clients arrive
         self.endpoints = {
             "pid": os.getpid(),
             "data_dir": o.data_dir,
@@ -90,6 +93,9 @@ class Broker:
                 stop_gateways(list(self.gateways))
                 self.gateways = {}
             if self.router is not None:
+                from logan_ray.actors.group_coordinator import stop_group_coordinator
+
+                stop_group_coordinator()  # before the partitions close: no commit lands on a closed log
                 get(self.router.shutdown.remote(), timeout=120)
                 ray.kill(self.router, no_restart=True)
         finally:

@@ -245,6 +245,13 @@ def cmd_consume(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------- groups
+def cmd_groups(args: argparse.Namespace) -> int:
+    from .group_cli import run_groups
+
+    return run_groups(_connect(args), args)
+
+
 # ----------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="logan-ray", description="A Kafka-compatible streaming log on Ray.")
@@ -311,6 +318,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--key-separator", default=None, help="print KEY<sep>VALUE")
     s.add_argument("--timeout-ms", type=int, default=None, help="exit after this long without records")
     s.set_defaults(func=cmd_consume)
+
+    from .group_cli import add_groups_parser
+
+    add_groups_parser(sub).set_defaults(func=cmd_groups)
     return p
 
 

@@ -201,9 +201,17 @@ class Client:
         return Producer(self, **kwargs)
 
     def consumer(self, *topics: str, **kwargs: Any):
+        """A Consumer; with ``group="..."`` a member of that consumer group (see logan_ray.consumer)."""
         from .consumer import Consumer
 
         return Consumer(self, *topics, **kwargs)
+
+    @property
+    def groups(self):
+        """Consumer-group admin: ``list()``, ``describe(g)``, ``delete(g)``, ``reset_offsets(g, topic, to=...)``."""
+        from .group_admin import GroupAdmin
+
+        return GroupAdmin(self)
 
     # -------------------------------------------------------------- lifecycle
     def close(self) -> None:

@@ -2,11 +2,22 @@
 
 Each fetch returns whole batches (up to ``fetch_max_bytes``), so a single actor
 call delivers thousands of records; records are decoded only here, at the edge.
+
+With ``group=`` the consumer is a member of a Kafka consumer group (classic
+protocol, see :mod:`logan_ray.group_member`): ``subscribe`` lets the group split
+the topics' partitions among its members (Python consumers and Kafka clients
+alike), positions start from the group's committed offsets, and offsets are
+committed automatically every ``auto_commit_interval_ms`` (records returned by
+earlier polls, so at-least-once) or by ``commit()``. Rebalances are eager: before
+rejoining, the consumer commits (when auto-committing), calls ``on_revoke`` with
+every partition it had, and after the new assignment calls ``on_assign``. Both
+callbacks run inside ``poll`` on the caller's thread.
 """
 from __future__ import annotations
 
+import logging
 import time
-from typing import Any, Iterable, Iterator, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import ray
 
@@ -14,8 +25,13 @@ from logan_ray.storage.batch_header import iter_headers
 from logan_ray.storage.records import decode_records
 
 from ._ray import get
-from .errors import OffsetOutOfRangeError, UnknownPartitionError
+from .errors import GroupError, LoganError, OffsetOutOfRangeError, UnknownPartitionError
+from .group_member import GroupMember, OffsetAndMetadata
 from .serializers import deserializer
+
+__all__ = ["Consumer", "ConsumerRecord", "OffsetAndMetadata", "TopicPartition"]
+
+log = logging.getLogger("logan_ray.consumer")
 
 EARLIEST = -2
 LATEST = -1
@@ -41,9 +57,30 @@ class Consumer:
 
     def __init__(self, client, *topics: str, auto_offset_reset: str = "latest", fetch_max_bytes: int = 1 << 20,
                  fetch_max_wait_ms: int = 500, key_deserializer: Any = None, value_deserializer: Any = None,
-                 max_poll_records: int = 100_000) -> None:
+                 max_poll_records: int = 100_000, group: str | None = None, enable_auto_commit: bool = True,
+                 auto_commit_interval_ms: int = 5000,
+                 on_assign: Callable[[list[TopicPartition]], None] | None = None,
+                 on_revoke: Callable[[list[TopicPartition]], None] | None = None,
+                 group_instance_id: str | None = None, session_timeout_ms: int = 45000,
+                 heartbeat_interval_ms: int = 3000, max_poll_interval_ms: int = 300000,
+                 partition_assignment_strategy: str | Sequence[str] = "range",
+                 client_id: str = "logan-ray-python") -> None:
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto_offset_reset must be 'earliest', 'latest' or 'none', got {auto_offset_reset!r}")
+        strategies = [partition_assignment_strategy] if isinstance(partition_assignment_strategy, str) \
+            else list(partition_assignment_strategy)
+        self._group: GroupMember | None = None
+        if group is not None:
+            self._group = GroupMember(client, group, client_id=client_id, instance_id=group_instance_id,
+                                      session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=max_poll_interval_ms,
+                                      heartbeat_interval_ms=heartbeat_interval_ms, assignors=strategies)
+        self._subscribed: list[str] | None = None
+        self._auto_commit = enable_auto_commit and group is not None
+        self._auto_commit_s = auto_commit_interval_ms / 1000.0
+        self._next_commit = time.monotonic() + self._auto_commit_s
+        self._last_committed: dict[TopicPartition, int] = {}
+        self._on_assign = on_assign
+        self._on_revoke = on_revoke
         self._client = client
         self._reset = auto_offset_reset
         self._max_bytes = fetch_max_bytes
@@ -59,11 +96,26 @@ class Consumer:
 
     # ------------------------------------------------------------- assignment
     def subscribe(self, topics: Iterable[str]) -> None:
-        """All partitions of ``topics`` (group membership arrives with consumer groups)."""
+        """Without a group: all partitions of ``topics``. With a group: the share the group assigns
+        (topics that do not exist yet are assigned once they appear)."""
+        topics = [topics] if isinstance(topics, str) else list(topics)
+        if self._group is not None:
+            self._subscribed = sorted(set(topics))
+            self._group.subscribe(self._subscribed)
+            return
         tps = [TopicPartition(t, p) for t in topics for p in range(len(self._client.partitions(t)))]
         self.assign(tps)
 
+    def subscription(self) -> list[str]:
+        return list(self._subscribed or ())
+
     def assign(self, partitions: Iterable[tuple[str, int]]) -> None:
+        """Read exactly these partitions (no group rebalancing; with a group, commits still go to it)."""
+        if self._subscribed is not None:
+            raise ValueError("this consumer is subscribed to a group; assign() and subscribe() cannot be mixed")
+        self._assign(partitions)
+
+    def _assign(self, partitions: Iterable[tuple[str, int]]) -> None:
         new = [TopicPartition(*tp) for tp in partitions]
         for tp in new:
             if not 0 <= tp.partition < len(self._client.partitions(tp.topic)):
@@ -138,8 +190,12 @@ class Consumer:
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from any assigned partition, waiting up to ``timeout_ms`` for the first ones."""
         limit = max_records or self._max_poll_records
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        if self._subscribed is not None and not self._group_poll(deadline):
+            return []
+        if self._auto_commit and time.monotonic() >= self._next_commit:
+            self._maybe_auto_commit()
         if not self._buffer:
-            deadline = time.monotonic() + timeout_ms / 1000.0
             while not self._buffer and self._positions:
                 self._prefetch(min(self._max_wait_ms, max(0, timeout_ms)))
                 remaining = max(0.0, deadline - time.monotonic())
@@ -184,7 +240,128 @@ class Consumer:
         while True:
             yield from self.poll(self._max_wait_ms)
 
-    def close(self) -> None:
+    # ------------------------------------------------------------------ groups
+    def _group_poll(self, deadline: float) -> bool:
+        """Rebalance when the group asks for it; True once this member holds a current assignment."""
+        g = self._group
+        assert g is not None
+        if g.rejoin_needed() and g.state in ("stable", "unjoined"):
+            self._revoke()
+            g.start_join()
+        if g.active:
+            return True
+        assigned = g.advance(deadline - time.monotonic())
+        if assigned is None:
+            return g.active
+        tps = [TopicPartition(t, p) for t, p in assigned]
+        for topic in {tp.topic for tp in tps}:
+            self._client.partitions(topic, refresh=True)  # the group may know of partitions added since
+        self._assign(tps)
+        committed = g.committed(tps)
+        for tp in tps:
+            c = committed.get(tp)
+            self._positions[tp] = c.offset if c is not None else None
+            if c is not None:
+                self._last_committed[tp] = c.offset
+        self._next_commit = time.monotonic() + self._auto_commit_s
+        if self._on_assign is not None:
+            self._on_assign(list(tps))
+        return True
+
+    def _revoke(self) -> None:
+        owned = list(self._positions)
+        if owned and self._auto_commit:
+            try:
+                self._commit_consumed()
+            except (GroupError, LoganError) as e:  # the group moved on: these records will be seen again
+                log.warning("commit before rebalance failed: %s", e)
+        if owned and self._on_revoke is not None:
+            self._on_revoke(owned)
+        self._assign([])
+        self._last_committed.clear()
+
+    def _consumed(self) -> dict[TopicPartition, int]:
+        """Next offset to hand to the caller per partition: what a commit of "everything polled" stores."""
+        first: dict[TopicPartition, int] = {}
+        for r in self._buffer:
+            tp = TopicPartition(r.topic, r.partition)
+            if tp not in first:
+                first[tp] = r.offset
+        out = {}
+        for tp, pos in self._positions.items():
+            at = first.get(tp, pos)
+            if at is not None:
+                out[tp] = at
+        return out
+
+    def _commit_consumed(self) -> None:
+        todo = {tp: OffsetAndMetadata(off, "") for tp, off in self._consumed().items()
+                if self._last_committed.get(tp) != off}
+        if todo:
+            self._group_commit(todo)
+
+    def _group_commit(self, offsets: dict[TopicPartition, OffsetAndMetadata]) -> None:
+        assert self._group is not None
+        self._group.commit(offsets, managed=self._subscribed is not None)
+        for tp, om in offsets.items():
+            self._last_committed[tp] = om.offset
+
+    def _maybe_auto_commit(self) -> None:
+        self._next_commit = time.monotonic() + self._auto_commit_s
+        if self._group is None or (self._subscribed is not None and not self._group.active):
+            return
+        try:
+            self._commit_consumed()
+        except (GroupError, LoganError) as e:
+            log.warning("auto-commit failed: %s", e)
+
+    def commit(self, offsets: dict[tuple[str, int], int | OffsetAndMetadata | tuple[int, str]] | None = None) -> None:
+        """Commit offsets to the group (default: everything returned by poll so far), synchronously.
+
+        An offset is the *next* record to read, as in Kafka. Raises CommitFailedError
+        when the group has rebalanced since this consumer's last poll.
+        """
+        if self._group is None:
+            raise GroupError("commit() needs a consumer created with group=...")
+        if offsets is None:
+            todo = {tp: OffsetAndMetadata(off, "") for tp, off in self._consumed().items()}
+        else:
+            todo = {}
+            for tp, v in offsets.items():
+                if isinstance(v, int):
+                    v = OffsetAndMetadata(v, "")
+                elif not isinstance(v, OffsetAndMetadata):
+                    v = OffsetAndMetadata(*v)
+                todo[TopicPartition(*tp)] = v
+        self._group_commit(todo)
+
+    def committed(self, partitions: Iterable[tuple[str, int]] | None = None
+                  ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offset and metadata per partition (None where nothing is committed)."""
+        if self._group is None:
+            raise GroupError("committed() needs a consumer created with group=...")
+        tps = [TopicPartition(*tp) for tp in (partitions if partitions is not None else self._positions)]
+        got = self._group.committed(tps)
+        return {tp: got.get(tp) for tp in tps}
+
+    def group_metadata(self) -> dict[str, Any] | None:
+        """Group id, member id, generation and instance id of this member (None without a group)."""
+        g = self._group
+        if g is None:
+            return None
+        return {"group_id": g.group_id, "member_id": g.member_id, "generation": g.generation,
+                "group_instance_id": g.instance_id, "protocol": g.protocol, "state": g.state}
+
+    def close(self, autocommit: bool = True) -> None:
+        """Commit (when auto-committing), leave the group so its partitions move at once, drop buffers."""
+        if self._group is not None:
+            if autocommit and self._auto_commit and self._positions and \
+                    (self._subscribed is None or self._group.active):
+                try:
+                    self._commit_consumed()
+                except (GroupError, LoganError) as e:
+                    log.warning("commit on close failed: %s", e)
+            self._group.close()
         self._pending.clear()
         self._buffer.clear()
         self._positions.clear()

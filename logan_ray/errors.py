@@ -69,4 +69,48 @@ class SerializationError(LoganError):
     """A key or value could not be (de)serialized by the chosen serializer."""
 
 
+# ------------------------------------------------------------ consumer groups
+class GroupError(LoganError):
+    """A consumer-group request failed; ``code`` is the Kafka error code the coordinator returned."""
+
+    code = -1
+
+    def __init__(self, message: str = "", code: int | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class CommitFailedError(GroupError):
+    """The commit was refused because the group rebalanced (stale generation, unknown member);
+    the partitions may now belong to another member, so the records will be seen again there."""
+
+
+class RebalanceInProgressError(GroupError):
+    code = 27  # REBALANCE_IN_PROGRESS
+    retriable = True
+
+
+class FencedInstanceIdError(GroupError):
+    """Another consumer with the same ``group_instance_id`` took this one's place."""
+
+    code = 82  # FENCED_INSTANCE_ID
+
+
+class InconsistentGroupProtocolError(GroupError):
+    """The group's members share no assignment strategy (or use another protocol type)."""
+
+    code = 23  # INCONSISTENT_GROUP_PROTOCOL
+
+
+class GroupIdNotFoundError(GroupError):
+    code = 69  # GROUP_ID_NOT_FOUND
+
+
+class NonEmptyGroupError(GroupError):
+    """The group still has members (delete it or reset its offsets once they are gone)."""
+
+    code = 68  # NON_EMPTY_GROUP
+
+
 __all__ = [name for name in dir() if name.endswith("Error")]
