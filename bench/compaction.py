@@ -161,8 +161,8 @@ def main() -> None:
     try:
         for run in range(args.repeat):
             d = os.path.join(root, f"t-{run}")
-            config = TopicConfig.from_dict({"cleanup.policy": "compact", "segment.bytes": str(args.segment_mib * MIB),
-                                            "file.delete.delay.ms": "0"})
+            # the default file.delete.delay.ms: replaced files go at close(), not inside the timed swap
+            config = TopicConfig.from_dict({"cleanup.policy": "compact", "segment.bytes": str(args.segment_mib * MIB)})
             lg = PartitionLog(d, config)
             rnd = random.Random(run)
             latest: dict[bytes, tuple[int, bytes]] = {}

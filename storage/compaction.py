@@ -54,7 +54,7 @@ from .index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex, fsync_path
 from .offset_map import OffsetMap
 from .records import RawRecord, rebuild_batch
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_stem
-from .swap import PENDING_SUFFIX, discard_pending, manifest_path
+from .swap import PENDING_SUFFIX, committed_stems, discard_pending
 from .varint import ZIGZAG1, decode_varint, decode_varlong
 
 log = logging.getLogger(__name__)
@@ -681,6 +681,7 @@ class _GroupWriter:
         self.writer: _SegmentWriter | None = None
         self.group: list[SegmentView] = []
         self.changed = False
+        self.committed = committed_stems(view.directory)
 
     def add(self, seg: SegmentView) -> None:
         if self.writer is not None and not fits(self.group[0], self.writer.position, seg, self.view.config.segment_bytes):
@@ -700,7 +701,7 @@ class _GroupWriter:
 
     def _start(self, first: SegmentView) -> None:
         stem = segment_stem(first.base_offset, first.generation + 1)
-        if os.path.exists(manifest_path(self.view.directory, stem)):
+        if stem in self.committed:
             # A committed swap of this very name is still unfinished (its owner hit an
             # error mid-swap): its .cleaned files are data now. Reopening the log finishes it.
             raise RuntimeError(f"{self.view.name}: an unfinished swap of {stem} is pending; reopen the partition log")
@@ -805,10 +806,11 @@ def clean(view: CleanView, now_ms: int | None = None, *, map_bytes: int = DEFAUL
 def discard_stale(directory: str) -> list[str]:
     """Remove ``.cleaned`` files no manifest commits: what a killed cleaner left behind."""
     removed = []
+    committed = committed_stems(directory)
     for name in os.listdir(directory):
         if name.endswith(PENDING_SUFFIX):
             stem = name.split(".", 1)[0]
-            if not os.path.exists(manifest_path(directory, stem)):
+            if stem not in committed:
                 try:
                     os.remove(os.path.join(directory, name))
                     removed.append(name)

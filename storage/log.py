@@ -752,18 +752,19 @@ class PartitionLog:
         Groups go in offset order; each replaces its old segments only if they
         are still exactly what the cleaner read (retention, DeleteRecords or
         another swap may have changed the log meanwhile), otherwise it and the
-        rest are discarded. Old files stay for ``file.delete.delay.ms`` (readers
-        of earlier slices keep working: new files never reuse their names).
-        The cleaner checkpoint moves only once every group is in.
+        rest are discarded. One fsynced manifest commits all of them (see
+        :mod:`.swap`), then renames and the in-memory switch follow. Old files
+        stay for ``file.delete.delay.ms`` (readers of earlier slices keep
+        working: new files never reuse their names). The cleaner checkpoint
+        moves only once every group is in.
         """
         if os.path.abspath(result.directory) != self.directory:
             raise ValueError(f"cleaning result for {result.directory} handed to the log in {self.directory}")
-        installed = replaced = 0
         with self._lock:
             self._check_open()
             now = self._clock()
-            due = now + self._config.file_delete_delay_ms
             groups = list(result.groups)
+            prepared = []
             for gi, group in enumerate(groups):
                 new = self._prepare_cleaned(group)
                 if new is None:
@@ -772,20 +773,22 @@ class PartitionLog:
                     log.warning("%s: the log changed during cleaning; discarded %d cleaned segments",
                                 self.name, len(groups) - gi)
                     break
-                seg, first, old = new
+                prepared.append(new)
+            installed, replaced = len(prepared), sum(len(old) for _, _, old in prepared)
+            if prepared:
                 _compaction.step("before-manifest")
-                manifest = write_manifest(self.directory, seg.stem, [o.stem for o in old])
+                manifest = write_manifest(self.directory, [(seg.stem, [o.stem for o in old]) for seg, _, old in prepared])
                 _compaction.step("manifest-written")
-                seg.finalize()
-                _compaction.step("renamed")
-                seg.durable = True
-                self._segments[first:first + len(old)] = [seg]
+                for seg, _, old in prepared:
+                    seg.finalize()
+                    _compaction.step("renamed")
+                    seg.durable = True
+                    first = self._segments.index(old[0])
+                    self._segments[first:first + len(old)] = [seg]
                 self._bases = [s.base_offset for s in self._segments]
-                self._pending_deletes.append((due, _ReplacedSegments(manifest, old)))
-                installed += 1
-                replaced += len(old)
-            if groups:
                 fsync_dir(self.directory)
+                replaced_segments = _ReplacedSegments(manifest, [o for _, _, old in prepared for o in old])
+                self._pending_deletes.append((now + self._config.file_delete_delay_ms, replaced_segments))
             if installed == len(groups):
                 checkpoint = result.checkpoint
                 if checkpoint.clean_offset > self._log_end:  # the log was cut back meanwhile

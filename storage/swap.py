@@ -1,8 +1,9 @@
 """Crash-safe replacement of log segments by the cleaner's output.
 
 The cleaner writes a cleaned segment as ``<stem>.log.cleaned`` (plus its two
-indexes), fsynced. Swapping it in is then committed by one durable file, the
-swap manifest ``<stem>.swap``, naming the new stem and the stems it replaces:
+indexes), fsynced. Swapping a pass's segments in is then committed by one
+durable file, the swap manifest ``<first new stem>.swap``, naming each new stem
+and the stems it replaces:
 
 1. write the manifest atomically (temp file, fsync, rename, fsync folder): the
    commit point. Before it, recovery deletes ``.cleaned`` files (roll back);
@@ -36,8 +37,7 @@ SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
 
 class SwapManifest(NamedTuple):
     path: str
-    new: str  # stem of the cleaned segment
-    old: tuple[str, ...]  # stems of the segments it replaces
+    swaps: tuple[tuple[str, tuple[str, ...]], ...]  # (new stem, stems it replaces)
 
 
 def manifest_path(directory: str, new_stem: str) -> str:
@@ -49,10 +49,10 @@ def pending_paths(directory: str, stem: str) -> list[str]:
     return [os.path.join(directory, stem + s + PENDING_SUFFIX) for s in (INDEX_SUFFIX, TIMEINDEX_SUFFIX, LOG_SUFFIX)]
 
 
-def write_manifest(directory: str, new_stem: str, old_stems: list[str]) -> str:
-    """Durably commit a swap; returns the manifest's path."""
-    path = manifest_path(directory, new_stem)
-    body = json.dumps({"version": 1, "new": new_stem, "old": list(old_stems)}, sort_keys=True)
+def write_manifest(directory: str, swaps: list[tuple[str, list[str]]]) -> str:
+    """Durably commit swaps ``(new stem, replaced stems)``: one fsynced file for a whole pass."""
+    path = manifest_path(directory, swaps[0][0])
+    body = json.dumps({"version": 1, "swaps": [{"new": new, "old": list(old)} for new, old in swaps]}, sort_keys=True)
     atomic_write(path, body.encode())
     return path
 
@@ -62,13 +62,24 @@ def read_manifest(path: str) -> SwapManifest:
     try:
         with open(path, "rb") as f:
             doc = json.loads(f.read())
-        new = doc["new"]
-        old = tuple(doc["old"])
-        if not isinstance(new, str) or not all(isinstance(o, str) for o in old):
-            raise ValueError("stems must be strings")
+        swaps = tuple((s["new"], tuple(s["old"])) for s in doc["swaps"])
+        if not swaps or not all(isinstance(n, str) and all(isinstance(o, str) for o in old) for n, old in swaps):
+            raise ValueError("a manifest names new and old stems as strings")
     except (ValueError, KeyError, TypeError) as e:
         raise CorruptRecordError(f"unreadable segment swap manifest: {e}", path=path, position=0) from None
-    return SwapManifest(path, new, old)
+    return SwapManifest(path, swaps)
+
+
+def committed_stems(directory: str) -> set[str]:
+    """New stems of every swap committed in ``directory`` (manifests not yet removed)."""
+    stems: set[str] = set()
+    for name in os.listdir(directory):
+        if name.endswith(MANIFEST_SUFFIX):
+            try:
+                stems.update(new for new, _ in read_manifest(os.path.join(directory, name)).swaps)
+            except (CorruptRecordError, FileNotFoundError):
+                continue
+    return stems
 
 
 def rename_pending(directory: str, stem: str) -> bool:
@@ -88,9 +99,12 @@ def delete_stem(directory: str, stem: str) -> None:
 
 
 def discard_pending(directory: str, stem: str) -> None:
-    """Remove an uncommitted cleaned segment (no manifest names it)."""
-    if os.path.exists(manifest_path(directory, stem)):
-        return
+    """Remove an uncommitted cleaned segment.
+
+    Only called by whoever wrote it before offering it for a swap, or for a
+    stem no swap of the open log can have committed (a committed swap renames
+    its files at once under the log's lock; recovery finishes any other).
+    """
     for path in pending_paths(directory, stem):
         try:
             os.remove(path)
@@ -111,15 +125,16 @@ def finish_swaps(directory: str) -> list[SwapManifest]:
         if not name.endswith(MANIFEST_SUFFIX):
             continue
         manifest = read_manifest(os.path.join(directory, name))
-        present = rename_pending(directory, manifest.new)
-        for stem in manifest.old:
-            if stem != manifest.new:
-                delete_stem(directory, stem)
+        for new, old in manifest.swaps:
+            present = rename_pending(directory, new)
+            for stem in old:
+                if stem != new:
+                    delete_stem(directory, stem)
+            log.info("finished an interrupted segment swap in %s: %s replaces %s%s", directory, new,
+                     ", ".join(old), "" if present else " (itself already replaced)")
         fsync_dir(directory)
         os.remove(manifest.path)
         fsync_dir(directory)
-        log.info("finished an interrupted segment swap in %s: %s replaces %s%s", directory, manifest.new,
-                 ", ".join(manifest.old), "" if present else " (itself already replaced)")
         done.append(manifest)
     return done
 
@@ -133,6 +148,7 @@ __all__ = [
     "write_manifest",
     "read_manifest",
     "rename_pending",
+    "committed_stems",
     "delete_stem",
     "discard_pending",
     "finish_swaps",
