@@ -466,7 +466,13 @@ def _scan_records(blob: bytes | bytearray, p: int, stop: int, count: int) -> tup
             vl = Z[b]
             p += 1
         else:
-            vl, p = dv(blob, p)
+            b2 = blob[p + 1]
+            if b2 < 0x80:
+                u = (b & 0x7F) | (b2 << 7)
+                vl = (u >> 1) ^ -(u & 1)
+                p += 2
+            else:
+                vl, p = dv(blob, p)
         nulls.append(vl == -1)
         if p + vl > end or vl < -1 or kl < -1:
             raise ValueError(f"record fields overrun its length {ln}")
