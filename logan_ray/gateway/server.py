@@ -37,10 +37,10 @@ Handler = Callable[["Gateway", Connection, Any, dict], Awaitable[dict]]
 
 
 def _handler_table() -> dict[int, tuple[int, int, Handler]]:
-    from . import admin, fetch, meta, produce
+    from . import admin, fetch, groups, meta, produce
 
     table: dict[int, tuple[int, int, Handler]] = {}
-    for module in (meta, produce, fetch, admin):
+    for module in (meta, produce, fetch, admin, groups):  # groups last: its FindCoordinator wins
         for key, spec in module.HANDLERS.items():
             low, high, fn = spec
             codec_low, codec_high = protocol.ADVERTISED[key]

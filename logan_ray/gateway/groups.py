@@ -1,0 +1,198 @@
+"""FindCoordinator and the consumer-group APIs, answered by the group coordinator actor.
+
+The coordinator (``logan_ray.actors.group_coordinator``) takes and returns the
+protocol's bodies as dicts, so each handler is one actor call plus the error
+shape to send if the coordinator cannot be reached. FindCoordinator names the
+gateway on the coordinator's node (any gateway would do: each forwards to the
+actor through Ray, but that one saves a hop).
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from logan_ray.protocol import errors as codes
+
+from .cluster import broker_id
+
+if TYPE_CHECKING:
+    from .connection import Connection
+    from .server import Gateway
+
+log = logging.getLogger("logan_ray.gateway")
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+_ATTR = "_group_coordinator"
+
+
+def _coordinator(gw: "Gateway") -> Any:
+    handle = getattr(gw, _ATTR, None)
+    if handle is None:
+        from logan_ray.actors.group_coordinator import group_coordinator
+
+        handle = group_coordinator()
+        setattr(gw, _ATTR, handle)
+    return handle
+
+
+async def _call(gw: "Gateway", method: str, *args: Any, fail: Callable[[int], dict]) -> dict:
+    """Call the coordinator; if it is gone (killed, restarting) answer with a retriable error."""
+    try:
+        handle = _coordinator(gw)
+        return await getattr(handle, method).remote(*args)
+    except Exception as e:
+        setattr(gw, _ATTR, None)  # look it up again next time (it may come back elsewhere)
+        gw._group_coordinator_node = None  # type: ignore[attr-defined]
+        log.warning("gateway: group coordinator %s failed: %s", method, e)
+        return fail(codes.COORDINATOR_NOT_AVAILABLE)
+
+
+def _host(conn: "Connection") -> str:
+    peer = conn.peer
+    return f"/{peer[0]}" if isinstance(peer, tuple) and peer else str(peer)
+
+
+# --------------------------------------------------------------- FindCoordinator
+async def _coordinator_endpoint(gw: "Gateway") -> tuple[int, str, int] | None:
+    """(broker id, host, port) of the gateway on the coordinator's node, else of this gateway."""
+    node = getattr(gw, "_group_coordinator_node", None)
+    if node is None:
+        try:
+            node = await _coordinator(gw).node_id.remote()
+        except Exception as e:
+            setattr(gw, _ATTR, None)
+            log.warning("gateway: group coordinator unreachable: %s", e)
+            return None
+        gw._group_coordinator_node = node  # type: ignore[attr-defined]
+    gateways = await gw.cluster.gateways()
+    for candidate in (node, gw.cluster.node_id):
+        if candidate in gateways:
+            host, port = gateways[candidate]
+            return broker_id(candidate), host, port
+    gateways = await gw.cluster.gateways(fresh=True)
+    if gw.cluster.node_id in gateways:
+        host, port = gateways[gw.cluster.node_id]
+        return gw.cluster.broker_id, host, port
+    return None
+
+
+async def find_coordinator(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    key_type = body.get("key_type", GROUP_KEY)
+    keys = body.get("coordinator_keys") if header.api_version >= 4 else [body.get("key")]
+    found = None
+    if key_type == GROUP_KEY:
+        found = await _coordinator_endpoint(gw)
+        if found is None:
+            gw._group_coordinator_node = None  # type: ignore[attr-defined]
+    if found is None:
+        code = codes.COORDINATOR_NOT_AVAILABLE
+        message = "transactions are not offered" if key_type == TRANSACTION_KEY else "no group coordinator yet"
+        node_id, host, port = -1, "", -1
+    else:
+        code, message = codes.NONE, None
+        node_id, host, port = found
+    if header.api_version < 4:
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "node_id": node_id,
+                "host": host, "port": port}
+    return {"throttle_time_ms": 0, "coordinators": [
+        {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": code, "error_message": message}
+        for key in keys or ()]}
+
+
+# ------------------------------------------------------------------ membership
+async def join_group(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    v = header.api_version
+
+    def fail(code: int) -> dict:
+        return {"throttle_time_ms": 0, "error_code": code, "generation_id": -1, "protocol_type": None,
+                "protocol_name": "" if v < 7 else None, "leader": "", "skip_assignment": False,
+                "member_id": body.get("member_id") or "", "members": []}
+
+    return await _call(gw, "join_group", body, v, header.client_id or "", _host(conn), fail=fail)
+
+
+async def sync_group(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    def fail(code: int) -> dict:
+        return {"throttle_time_ms": 0, "error_code": code, "protocol_type": None, "protocol_name": None,
+                "assignment": b""}
+
+    return await _call(gw, "sync_group", body, header.api_version, fail=fail)
+
+
+async def heartbeat(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    return await _call(gw, "heartbeat", body, fail=lambda code: {"throttle_time_ms": 0, "error_code": code})
+
+
+async def leave_group(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    return await _call(gw, "leave_group", body, header.api_version,
+                       fail=lambda code: {"throttle_time_ms": 0, "error_code": code, "members": []})
+
+
+# --------------------------------------------------------------------- offsets
+async def offset_commit(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    def fail(code: int) -> dict:
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": code}
+                                               for p in t.get("partitions") or ()]} for t in body.get("topics") or ()]}
+
+    return await _call(gw, "offset_commit", body, header.api_version, fail=fail)
+
+
+async def offset_fetch(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    v = header.api_version
+
+    def topics_failed(topics: list | None, code: int) -> list[dict]:
+        return [{"name": t["name"], "partitions": [
+            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+             "error_code": code} for p in t.get("partition_indexes") or ()]} for t in topics or ()]
+
+    def fail(code: int) -> dict:
+        if v >= 8:
+            return {"throttle_time_ms": 0, "groups": [
+                {"group_id": g["group_id"], "topics": [], "error_code": code} for g in body.get("groups") or ()]}
+        return {"throttle_time_ms": 0, "topics": topics_failed(body.get("topics"), code), "error_code": code}
+
+    return await _call(gw, "offset_fetch", body, v, fail=fail)
+
+
+# ----------------------------------------------------------------------- admin
+async def list_groups(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    return await _call(gw, "list_groups", body,
+                       fail=lambda code: {"throttle_time_ms": 0, "error_code": code, "groups": []})
+
+
+async def describe_groups(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    def fail(code: int) -> dict:
+        return {"throttle_time_ms": 0, "groups": [
+            {"error_code": code, "error_message": None, "group_id": g, "group_state": "", "protocol_type": "",
+             "protocol_data": "", "members": [], "authorized_operations": -(2**31)} for g in body.get("groups") or ()]}
+
+    return await _call(gw, "describe_groups", body, header.api_version, fail=fail)
+
+
+async def delete_groups(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    return await _call(gw, "delete_groups", body, fail=lambda code: {"throttle_time_ms": 0, "results": [
+        {"group_id": g, "error_code": code} for g in body.get("groups_names") or ()]})
+
+
+async def offset_delete(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    return await _call(gw, "offset_delete", body,
+                       fail=lambda code: {"error_code": code, "throttle_time_ms": 0, "topics": []})
+
+
+Handler = Callable[["Gateway", "Connection", Any, dict], Awaitable[dict]]
+
+# OffsetCommit/OffsetFetch v10 name topics by id only (KIP-848 era); clients fall back to v9.
+HANDLERS: dict[int, tuple[int, int, Handler]] = {
+    10: (0, 6, find_coordinator),
+    11: (0, 9, join_group),
+    14: (0, 5, sync_group),
+    12: (0, 4, heartbeat),
+    13: (0, 5, leave_group),
+    8: (0, 9, offset_commit),
+    9: (0, 9, offset_fetch),
+    16: (0, 5, list_groups),
+    15: (0, 6, describe_groups),
+    42: (0, 2, delete_groups),
+    47: (0, 0, offset_delete),
+}
