@@ -390,12 +390,18 @@ def _scan_keys(blob: bytes | bytearray, p: int, stop: int, count: int) -> tuple[
         b = blob[p + 1]  # after the attributes byte: timestamp delta
         if b < 0x80:
             p += 2
+        elif blob[p + 2] < 0x80:
+            p += 3
         else:
             _, p = decode_varlong(blob, p + 1)
         b = blob[p]
         if b < 0x80:
             add_delta(Z[b])
             p += 1
+        elif blob[p + 1] < 0x80:  # offset deltas 64 .. 8191
+            u = (b & 0x7F) | (blob[p + 1] << 7)
+            add_delta((u >> 1) ^ -(u & 1))
+            p += 2
         else:
             od, p = dv(blob, p)
             add_delta(od)
@@ -440,6 +446,10 @@ def _scan_records(blob: bytes | bytearray, p: int, stop: int, count: int) -> tup
         if b < 0x80:
             ts_deltas.append(Z[b])
             p += 2
+        elif blob[p + 2] < 0x80:
+            u = (b & 0x7F) | (blob[p + 2] << 7)
+            ts_deltas.append((u >> 1) ^ -(u & 1))
+            p += 3
         else:
             tsd, p = decode_varlong(blob, p + 1)
             ts_deltas.append(tsd)
@@ -447,6 +457,10 @@ def _scan_records(blob: bytes | bytearray, p: int, stop: int, count: int) -> tup
         if b < 0x80:
             deltas.append(Z[b])
             p += 1
+        elif blob[p + 1] < 0x80:  # offset deltas 64 .. 8191
+            u = (b & 0x7F) | (blob[p + 1] << 7)
+            deltas.append((u >> 1) ^ -(u & 1))
+            p += 2
         else:
             od, p = dv(blob, p)
             deltas.append(od)
