@@ -212,3 +212,297 @@ class ConfluentMember:
 def test_confluent_kafka_group(client, gateway, coordinator, topic_name):
     group = f"ck-{topic_name}"
     run_scenario(client, topic_name, group, lambda n: ConfluentMember(gateway, topic_name, group), "confluent")
+
+
+# --------------------------------------------------------------- kafka-python
+class KafkaPythonMember:
+    def __init__(self, gateway: str, topic: str, group: str) -> None:
+        self.values: list[bytes] = []
+        self.args = (gateway, topic, group)
+        self.error: BaseException | None = None
+        self._halt = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        from kafka import KafkaConsumer
+
+        gateway, topic, group = self.args
+        try:
+            c = KafkaConsumer(topic, bootstrap_servers=gateway, group_id=group, auto_offset_reset="earliest",
+                              session_timeout_ms=6000, heartbeat_interval_ms=300, fetch_max_wait_ms=100,
+                              auto_commit_interval_ms=200, client_id="kafka-python-group-test")
+            while not self._halt.is_set():
+                for records in c.poll(timeout_ms=100).values():
+                    self.values.extend(r.value for r in records)
+            c.close()  # commits and leaves the group
+        except BaseException as e:  # reported by stop()
+            self.error = e
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.thread.join(30)
+        assert self.error is None, self.error
+
+
+def test_kafka_python_group(client, gateway, coordinator, topic_name):
+    group = f"kp-{topic_name}"
+    run_scenario(client, topic_name, group, lambda n: KafkaPythonMember(gateway, topic_name, group), "kafka-python")
+
+
+# ------------------------------------------------------------------- aiokafka
+class AiokafkaMember:
+    def __init__(self, gateway: str, topic: str, group: str) -> None:
+        self.values: list[bytes] = []
+        self.args = (gateway, topic, group)
+        self.error: BaseException | None = None
+        self._halt = threading.Event()
+        self.thread = threading.Thread(target=lambda: asyncio.run(self._main()), daemon=True)
+        self.thread.start()
+
+    async def _main(self) -> None:
+        from aiokafka import AIOKafkaConsumer
+
+        gateway, topic, group = self.args
+        try:
+            c = AIOKafkaConsumer(topic, bootstrap_servers=gateway, group_id=group, auto_offset_reset="earliest",
+                                 session_timeout_ms=6000, heartbeat_interval_ms=300, fetch_max_wait_ms=100,
+                                 auto_commit_interval_ms=200)
+            await c.start()
+            try:
+                while not self._halt.is_set():
+                    for records in (await c.getmany(timeout_ms=100)).values():
+                        self.values.extend(r.value for r in records)
+            finally:
+                await c.stop()  # commits and leaves the group
+        except BaseException as e:
+            self.error = e
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.thread.join(30)
+        assert self.error is None, self.error
+
+
+def test_aiokafka_group(client, gateway, coordinator, topic_name):
+    group = f"aio-{topic_name}"
+    run_scenario(client, topic_name, group, lambda n: AiokafkaMember(gateway, topic_name, group), "aiokafka")
+
+
+# -------------------------------------------------------------------- kafkajs
+class NodeGroup:
+    """One Node.js process running kafkajs consumers of one group, commanded over stdin."""
+
+    def __init__(self, gateway: str, topic: str, group: str) -> None:
+        assert os.path.isdir(os.path.join(NODE_DIR, "node_modules", "kafkajs")), \
+            "run `npm install` in tests/clients/node (scripts/setup.sh --test does)"
+        self.proc = subprocess.Popen(["node", "group.js"], cwd=NODE_DIR, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
+        self.values: dict[str, list[bytes]] = {}
+        self.events: list[dict] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        self.command(cmd="config", bootstrap=gateway, topic=topic, group=group)
+        self.wait_event(lambda e: e["event"] == "ready")
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            e = json.loads(line)
+            if e["event"] == "values":
+                self.values.setdefault(e["name"], []).extend(v.encode() for v in e["values"])
+            else:
+                self.events.append(e)
+
+    def command(self, **msg) -> None:
+        self.proc.stdin.write(json.dumps(msg) + "\n")
+        self.proc.stdin.flush()
+
+    def wait_event(self, match, timeout: float = 60) -> dict:
+        def found():
+            errors = [e for e in self.events if e["event"] == "error"]
+            assert not errors, errors
+            return next((e for e in self.events if match(e)), None)
+
+        return wait_for(found, timeout, what="a kafkajs event")
+
+    def member(self, name: str):
+        group = self
+        self.values.setdefault(name, [])
+        self.command(cmd="add", name=name)
+        self.wait_event(lambda e: e["event"] == "added" and e["name"] == name)
+
+        class Handle:
+            values = self.values[name]
+
+            def stop(self_inner) -> None:
+                group.command(cmd="remove", name=name)
+                group.wait_event(lambda e: e["event"] == "removed" and e["name"] == name)
+
+        return Handle()
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.command(cmd="exit")
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        err = self.proc.stderr.read()
+        assert self.proc.returncode == 0, err
+
+
+def test_kafkajs_group(client, gateway, coordinator, topic_name):
+    group = f"js-{topic_name}"
+    node = NodeGroup(gateway, topic_name, group)
+    try:
+        run_scenario(client, topic_name, group, node.member, "kafkajs")
+    finally:
+        node.close()
+    joins = [e for e in node.events if e["event"] == "join"]
+    assert {e["name"] for e in joins} >= {"c1", "c2", "c3", "c4"}
+
+
+# -------------------------------------------------------------- mixed group
+def test_mixed_group_python_api_and_confluent(client, gateway, coordinator, topic_name):
+    from logan_ray.consumer import TopicPartition
+
+    client.create_topic(topic_name, PARTITIONS)
+    group = f"mixed-{topic_name}"
+    p = client.producer()
+    for i in range(120):
+        p.send(topic_name, b"m%03d" % i, partition=i % PARTITIONS)
+    p.close()
+    py = client.consumer(topic_name, group=group, auto_offset_reset="earliest", session_timeout_ms=6000,
+                         heartbeat_interval_ms=200, auto_commit_interval_ms=200)
+    py_values: list[bytes] = []
+    halt = threading.Event()
+
+    def poll_python() -> None:
+        while not halt.is_set():
+            py_values.extend(r.value for r in py.poll(100))
+        py.close()
+
+    t = threading.Thread(target=poll_python, daemon=True)
+    t.start()
+    ck = ConfluentMember(gateway, topic_name, group)
+    try:
+        wait_for(lambda: group_settled(client, group, 2, topic_name), what="a mixed group of two")
+        d = client.groups.describe(group)
+        assert d["protocol_data"] == "range"  # the one strategy both offer
+        by_client = {m["client_id"]: sorted(p for _, p in m["assignment"]) for m in d["members"]}
+        assert by_client["logan-ray-python"] in ([0, 1, 2], [3, 4, 5]) and len(by_client) == 2
+        wait_for(lambda: len(set(py_values) | set(ck.values)) == 120, what="all records between the two")
+        assert set(py_values).isdisjoint(ck.values) and py_values and ck.values
+        py_parts = {TopicPartition(topic_name, p) for p in by_client["logan-ray-python"]}
+        assert {int(v[1:]) % PARTITIONS for v in py_values} == {tp.partition for tp in py_parts}
+    finally:
+        halt.set()
+        t.join(30)
+        ck.stop()
+
+
+# ------------------------------------------------------------ session timeout
+CHILD = r"""
+import sys, time
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "session.timeout.ms": 3000,
+              "heartbeat.interval.ms": 200, "auto.offset.reset": "earliest"})
+c.subscribe([sys.argv[3]])
+while True:
+    c.poll(0.1)
+    if c.assignment():
+        print("assigned", flush=True)
+"""
+
+
+def test_member_that_stops_heartbeating_is_removed_after_session_timeout(client, gateway, coordinator, topic_name):
+    client.create_topic(topic_name, PARTITIONS)
+    group = f"st-{topic_name}"
+    child = subprocess.Popen([sys.executable, "-c", CHILD, gateway, group, topic_name], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout.readline().strip() == "assigned"
+        survivor = ConfluentMember(gateway, topic_name, group)
+        wait_for(lambda: group_settled(client, group, 2, topic_name), what="two members")
+        os.kill(child.pid, signal.SIGKILL)  # no LeaveGroup, no more heartbeats
+        killed = time.monotonic()
+        wait_for(lambda: group_settled(client, group, 1, topic_name), what="the dead member's partitions moving")
+        took = time.monotonic() - killed
+        assert 2.0 <= took <= 15, took  # after its 3 s session timeout, not before
+        assert [m["client_id"] for m in client.groups.describe(group)["members"]] == ["rdkafka"]
+        survivor.stop()
+    finally:
+        child.kill()
+        child.wait(10)
+
+
+# ------------------------------------------------------------- broker restart
+def _restart_broker(client, broker_dir: str, gateway: str) -> None:
+    """Stop gateway, coordinator and router (partitions flushed and closed), then start them again."""
+    from logan_ray.client import ensure_router
+    from logan_ray.gateway import start_gateways, stop_gateways
+
+    here = ray.get_runtime_context().get_node_id()
+    stop_gateways([here])
+    stop_group_coordinator()
+    ray.get(client.router.shutdown.remote())
+    ray.kill(client.router, no_restart=True)
+    time.sleep(0.5)
+    client.router = ensure_router(broker_dir)
+    client._routes.clear()
+    ensure_group_coordinator(initial_rebalance_delay_ms=200, min_session_timeout_ms=100)
+    host, port = gateway.rsplit(":", 1)
+    assert start_gateways(host, int(port), nodes=[here])[here] == gateway
+
+
+def test_committed_offsets_survive_a_broker_restart(client, broker_dir, gateway, coordinator, topic_name):
+    from confluent_kafka import Consumer, TopicPartition
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KTP
+    from kafka.structs import OffsetAndMetadata
+
+    client.create_topic(topic_name, 2)
+    p = client.producer()
+    for i in range(40):
+        p.send(topic_name, b"x%02d" % i, partition=i % 2)
+    p.close()
+    ck_group, kp_group = f"rck-{topic_name}", f"rkp-{topic_name}"
+    ck = Consumer({"bootstrap.servers": gateway, "group.id": ck_group, "enable.auto.commit": False,
+                   "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+    ck.subscribe([topic_name])
+    wait_for(lambda: ck.poll(0.2) is not None and len(ck.assignment()) == 2, what="confluent assignment")
+    ck.commit(offsets=[TopicPartition(topic_name, 0, 7, metadata="ck-meta-0"),
+                       TopicPartition(topic_name, 1, 11, metadata="ck-meta-1")], asynchronous=False)
+    ck.close()
+    kp = KafkaConsumer(topic_name, bootstrap_servers=gateway, group_id=kp_group, enable_auto_commit=False,
+                       auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=300)
+    wait_for(lambda: kp.poll(timeout_ms=200) is not None and len(kp.assignment()) == 2, what="kafka-python assignment")
+    kp.commit({KTP(topic_name, 0): OffsetAndMetadata(13, "kp-meta", -1), KTP(topic_name, 1): OffsetAndMetadata(5, "", -1)})
+    kp.close()
+
+    _restart_broker(client, broker_dir, gateway)
+
+    ck2 = Consumer({"bootstrap.servers": gateway, "group.id": ck_group, "enable.auto.commit": False,
+                    "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+    committed = ck2.committed([TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)], timeout=30)
+    assert [(c.offset, c.metadata) for c in committed] == [(7, "ck-meta-0"), (11, "ck-meta-1")]
+    ck2.subscribe([topic_name])
+    first: dict[int, int] = {}
+    wait_for(lambda: [first.setdefault(m.partition(), m.offset()) for m in ck2.consume(100, 0.2) if not m.error()]
+             and len(first) == 2, what="confluent resuming")
+    assert first == {0: 7, 1: 11}
+    ck2.close()
+    kp2 = KafkaConsumer(topic_name, bootstrap_servers=gateway, group_id=kp_group, enable_auto_commit=False,
+                        auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=300)
+    got = kp2.committed(KTP(topic_name, 0), metadata=True)
+    assert (got.offset, got.metadata) == (13, "kp-meta")
+    first = {}
+
+    def kp_first():
+        for tp, records in kp2.poll(timeout_ms=200).items():
+            first.setdefault(tp.partition, records[0].offset)
+        return len(first) == 2
+
+    wait_for(kp_first, what="kafka-python resuming")
+    assert first == {0: 13, 1: 5}
+    kp2.close()
