@@ -19,13 +19,18 @@ import random
 import tempfile
 import time
 
-import ray
-from kafka import KafkaProducer
-from pyspark.sql import functions as F
+# Ray 2.60 turns token auth on for local clusters; the mode must be in the
+# environment before Ray reads its config at import (see the report on
+# logan_ray.client.init_ray, which sets it too late for standalone scripts).
+os.environ.setdefault("RAY_AUTH_MODE", "token")
 
-import logan_ray
-from logan_ray import spark as lspark
-from logan_ray.client import read_broker_file
+import ray  # noqa: E402
+from kafka import KafkaProducer  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+import logan_ray  # noqa: E402
+from logan_ray import spark as lspark  # noqa: E402
+from logan_ray.client import read_broker_file  # noqa: E402
 
 RAW, TOTALS = "purchases", "user-totals"
 EVENTS = 20_000
