@@ -30,7 +30,7 @@ from logan_ray._ray import get
 from logan_ray.storage.batch_header import iter_headers
 from logan_ray.storage.errors import CorruptRecordError, OffsetOutOfRangeError
 
-from .arrow_records import COLUMNS, RECORD_SCHEMA, decode_to_table, empty_table
+from .arrow_records import COLUMNS, RECORD_SCHEMA, decode_to_table
 from .values import check_format, decode_values, expand, settle_type
 
 OffsetSpec = Union[str, int, Mapping[str, int], _dt.datetime]
