@@ -60,6 +60,7 @@ class GroupCoordinatorActor:
         self.metrics_interval_s = metrics_interval_s
         self.coord = Coordinator(self.config)
         self._load_task: asyncio.Task | None = None
+        self._create_lock = asyncio.Lock()
         self._handles: list[Any] = []
         self._queues: dict[int, list[tuple[list, asyncio.Future]]] = {}
         self._writers: dict[int, asyncio.Task] = {}
@@ -91,15 +92,24 @@ class GroupCoordinatorActor:
 
         return ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
 
-    async def _route_offsets_topic(self) -> None:
+    async def _route_offsets_topic(self, create: bool = False) -> None:
+        """Handles of the __consumer_offsets partitions; the topic is created on the first write only,
+        so a broker whose groups never committed anything shows no internal topic."""
         router = await self._router()
-        try:
-            await router.create_topic.remote(OFFSETS_TOPIC, self.offsets_partitions, OFFSETS_TOPIC_CONFIG)
-        except Exception as e:
-            if not isinstance(getattr(e, "cause", e), TopicExistsError) and not isinstance(e, TopicExistsError):
-                raise
+        if create:
+            try:
+                await router.create_topic.remote(OFFSETS_TOPIC, self.offsets_partitions, OFFSETS_TOPIC_CONFIG)
+            except Exception as e:
+                if not isinstance(getattr(e, "cause", e), TopicExistsError) and not isinstance(e, TopicExistsError):
+                    raise
         routes = await router.route.remote([OFFSETS_TOPIC])
-        self._handles = [h for h, _ in routes[OFFSETS_TOPIC]]
+        self._handles = [h for h, _ in routes[OFFSETS_TOPIC]] if routes.get(OFFSETS_TOPIC) else []
+
+    async def _writable(self) -> None:
+        if not self._handles:
+            async with self._create_lock:
+                if not self._handles:
+                    await self._route_offsets_topic(create=True)
 
     async def _load(self) -> None:
         started = time.perf_counter()
@@ -164,7 +174,7 @@ class GroupCoordinatorActor:
         return [self._enqueue(p, recs) for p, recs in by_part.items()]
 
     def _partition(self, group_id: str) -> int:
-        return offsets_log.partition_for_group(group_id, len(self._handles))
+        return offsets_log.partition_for_group(group_id, len(self._handles) or self.offsets_partitions)
 
     def _enqueue(self, part: int, records: list[tuple[bytes, bytes | None]]) -> asyncio.Future:
         """Queue records for one partition; one writer per partition appends them in order, batched."""
@@ -177,6 +187,15 @@ class GroupCoordinatorActor:
 
     async def _write(self, part: int) -> None:
         queue = self._queues[part]
+        try:
+            await self._writable()
+        except Exception as e:
+            for _, fut in queue:
+                if not fut.done():
+                    fut.set_exception(e)
+            queue.clear()
+            log.warning("group coordinator: cannot create %s: %s", OFFSETS_TOPIC, e)
+            return
         while queue:
             items = list(queue)
             queue.clear()
