@@ -199,10 +199,10 @@ def encode_column(col: Any, fmt: str | None) -> pa.Array:
 
 def encode_json(col: pa.Array) -> pa.Array:
     """JSON text per value; nulls stay null (tombstones)."""
-    import orjson
+    import json
 
-    values = col.to_pylist()
-    return pa.array([None if v is None else orjson.dumps(v, default=_json_default) for v in values], pa.binary())
+    dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=_json_default).encode
+    return pa.array([None if v is None else dumps(v).encode() for v in col.to_pylist()], pa.binary())
 
 
 def encode_msgpack(col: pa.Array) -> pa.Array:
