@@ -51,6 +51,22 @@ def dashboard_url() -> str | None:
     return f"http://{url}" if url and not url.startswith("http") else url
 
 
+def _enable_token_auth() -> None:
+    """Keep Ray token auth on, also when attaching by address.
+
+    Ray 2.60 turns token auth on for clusters ``ray.init()`` starts, but a process
+    attaching by address only sends the token (~/.ray/auth_token) when
+    RAY_AUTH_MODE=token is in force; Ray reads that setting at import, so setting
+    the variable alone is too late here. An explicit RAY_AUTH_MODE is respected.
+    """
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    os.environ["RAY_AUTH_MODE"] = "token"
+    from ray._raylet import Config  # refresh the config Ray cached at import
+
+    Config.initialize("")
+
+
 def init_ray(address: str | None = None, data_dir: str | None = None, *, embedded: bool = True,
              **ray_kwargs: Any) -> bool:
     """Attach to or start Ray; returns True when this call started an embedded Ray.
@@ -67,9 +83,7 @@ def init_ray(address: str | None = None, data_dir: str | None = None, *, embedde
             address = info["ray_address"]
     if address is None and os.environ.get("RAY_ADDRESS"):
         address = os.environ["RAY_ADDRESS"]
-    # Token auth stays on: Ray 2.60 enables it for local clusters, and a process
-    # attaching to one must be told to send the token (~/.ray/auth_token).
-    os.environ.setdefault("RAY_AUTH_MODE", "token")
+    _enable_token_auth()
     common = dict(namespace=NAMESPACE, logging_level=logging.WARNING, configure_logging=False,
                   log_to_driver=False)
     if address is not None:
