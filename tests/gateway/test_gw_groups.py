@@ -156,8 +156,10 @@ def group_settled(client, group: str, members: int, topic: str) -> bool:
         sorted(owned) == [(topic, p) for p in range(PARTITIONS)]
 
 
-def run_scenario(client, topic: str, group: str, start, label: str) -> None:
-    """start(name) -> handle with .values (list of bytes) and .stop(); the issue's join/leave scenario."""
+def run_scenario(client, topic: str, group: str, start, label: str) -> str:
+    """start(name) -> handle with .values (list of bytes) and .stop(); the issue's join/leave scenario.
+
+    Returns the assignment strategy the group chose."""
     client.create_topic(topic, PARTITIONS)
     feed = Feed(client, topic)
     everyone = []
@@ -169,6 +171,7 @@ def run_scenario(client, topic: str, group: str, start, label: str) -> None:
 
     members = {n: add(n) for n in ("c1", "c2", "c3")}
     wait_for(lambda: group_settled(client, group, 3, topic), what=f"{label}: three members, disjoint shares")
+    strategy = client.groups.describe(group)["protocol_data"]
     time.sleep(0.5)
     members.pop("c3").stop()
     wait_for(lambda: group_settled(client, group, 2, topic), what=f"{label}: two members after a leave")
@@ -181,6 +184,7 @@ def run_scenario(client, topic: str, group: str, start, label: str) -> None:
         m.stop()
     assert len(produced) > 100
     assert all(m.values for m in everyone[:3]), "each of the first three members consumed records"
+    return strategy
 
 
 # ------------------------------------------------------------ confluent-kafka
@@ -209,9 +213,14 @@ class ConfluentMember:
         self.thread.join(30)
 
 
-def test_confluent_kafka_group(client, gateway, coordinator, topic_name):
+@pytest.mark.parametrize("strategy", ["range,roundrobin", "cooperative-sticky"])
+def test_confluent_kafka_group(client, gateway, coordinator, topic_name, strategy):
+    """librdkafka's default eager strategies, and the incremental cooperative protocol (KIP-429),
+    which needs nothing from the coordinator but passing owned partitions through untouched."""
     group = f"ck-{topic_name}"
-    run_scenario(client, topic_name, group, lambda n: ConfluentMember(gateway, topic_name, group), "confluent")
+    chosen = run_scenario(client, topic_name, group, lambda n: ConfluentMember(
+        gateway, topic_name, group, **{"partition.assignment.strategy": strategy}), f"confluent {strategy}")
+    assert chosen == strategy.split(",")[0]
 
 
 # --------------------------------------------------------------- kafka-python
