@@ -61,6 +61,7 @@ class GroupCoordinatorActor:
         self.coord = Coordinator(self.config)
         self._load_task: asyncio.Task | None = None
         self._create_lock = asyncio.Lock()
+        self._creating: asyncio.Task | None = None
         self._handles: list[Any] = []
         self._queues: dict[int, list[tuple[list, asyncio.Future]]] = {}
         self._writers: dict[int, asyncio.Task] = {}
@@ -104,6 +105,12 @@ class GroupCoordinatorActor:
                     raise
         routes = await router.route.remote([OFFSETS_TOPIC])
         self._handles = [h for h, _ in routes[OFFSETS_TOPIC]] if routes.get(OFFSETS_TOPIC) else []
+
+    def _prepare_offsets_topic(self) -> None:
+        """A group is forming: create __consumer_offsets now, so its first commit does not wait for it."""
+        if not self._handles and (self._creating is None or self._creating.done()):
+            self._creating = asyncio.get_running_loop().create_task(self._writable())
+            self._background([self._creating])
 
     async def _writable(self) -> None:
         if not self._handles:
@@ -155,7 +162,7 @@ class GroupCoordinatorActor:
             self._wake.clear()
             try:
                 self.coord.tick()
-                self._flush_outbox()
+                self._background(self._flush_outbox())
             except Exception:  # a bug in one timer must not stop session expiry for every group
                 log.exception("group coordinator: timer failed")
 
@@ -233,44 +240,46 @@ class GroupCoordinatorActor:
         await asyncio.gather(*(self._enqueue(p, recs) for p, recs in by_part.items()))
 
     @staticmethod
-    async def _settle(futs: list[asyncio.Future]) -> None:
-        """Wait for best-effort writes (group metadata); a failure is logged, not returned."""
+    def _background(futs: list[asyncio.Future]) -> None:
+        """Group metadata is written best-effort, off the request path: a failure is logged, not returned.
+
+        (The first write creates __consumer_offsets, which takes seconds; no SyncGroup should wait for it.)
+        """
+        def done(f: asyncio.Future) -> None:
+            if not f.cancelled() and f.exception() is not None:
+                log.warning("group coordinator: storing group metadata failed: %s", f.exception())
+
         for f in futs:
-            try:
-                await f
-            except Exception as e:
-                log.warning("group coordinator: storing group metadata failed: %s", e)
+            f.add_done_callback(done)
 
     # ========================================================= membership
     async def join_group(self, body: dict, version: int = 9, client_id: str = "", client_host: str = "") -> dict:
         """JoinGroup: returns when the rebalance completes (or at once for errors and MEMBER_ID_REQUIRED)."""
         await self._ensure_loaded()
+        self._prepare_offsets_topic()
         fut = asyncio.get_running_loop().create_future()
         self.coord.join_group(body, lambda r: fut.done() or fut.set_result(r), version=version,
                               client_id=client_id, client_host=client_host)
-        writes = self._after()
-        resp = await fut
-        await self._settle(writes)
-        return {"throttle_time_ms": 0, **resp}
+        self._background(self._after())
+        return {"throttle_time_ms": 0, **(await fut)}
 
     async def sync_group(self, body: dict, version: int = 5) -> dict:
         await self._ensure_loaded()
         fut = asyncio.get_running_loop().create_future()
         self.coord.sync_group(body, lambda r: fut.done() or fut.set_result(r), version=version)
-        writes = self._after()
-        await self._settle(writes)
+        self._background(self._after())
         return {"throttle_time_ms": 0, **(await fut)}
 
     async def heartbeat(self, body: dict) -> dict:
         await self._ensure_loaded()
         resp = self.coord.heartbeat(body)
-        self._after()
+        self._background(self._after())
         return {"throttle_time_ms": 0, **resp}
 
     async def leave_group(self, body: dict, version: int = 5) -> dict:
         await self._ensure_loaded()
         resp = self.coord.leave_group(body, version=version)
-        await self._settle(self._after())
+        self._background(self._after())
         return {"throttle_time_ms": 0, **resp}
 
     # ============================================================ offsets
@@ -303,7 +312,7 @@ class GroupCoordinatorActor:
         errors, accepted = self.coord.validate_commit(gid, body.get("generation_id_or_member_epoch", -1),
                                                       body.get("member_id") or "", body.get("group_instance_id"),
                                                       parts, unknown)
-        self._after()
+        self._background(self._after())
         if accepted:
             records = [(gid, offsets_log.offset_key(gid, t, p), offsets_log.encode_offset(e)) for t, p, e in accepted]
             try:
@@ -371,7 +380,7 @@ class GroupCoordinatorActor:
         await self._ensure_loaded()
         names = list(body.get("groups_names") or ())
         results, tombstones = self.coord.delete_groups(names)
-        self._after()
+        self._background(self._after())
         if tombstones:
             try:
                 await self._write_records(tombstones)
@@ -385,7 +394,7 @@ class GroupCoordinatorActor:
         gid = body["group_id"]
         parts = [(t["name"], p["partition_index"]) for t in body.get("topics") or () for p in t.get("partitions") or ()]
         top, errors, tombstones = self.coord.delete_offsets(gid, parts)
-        self._after()
+        self._background(self._after())
         if tombstones:
             try:
                 await self._write_records(tombstones)
