@@ -2,15 +2,25 @@
 
 Validation (CRC, magic, size), offset assignment, LogAppendTime and idempotent
 de-duplication all happen in the partition actor, which owns the log. The
-gateway's one job besides routing is ordering: Ray may start two pipelined calls
-to an async actor out of submission order, so the appends a connection makes to
-one partition are chained — each starts only after the previous one finished —
-which keeps a connection's batches in the order it sent them, as Kafka does.
+gateway does routing and ordering: Ray may start two pipelined calls to an async
+actor out of submission order, so each connection has one queue per partition,
+drained by one task, append after append — a connection's batches land in the
+order it sent them, as with Kafka.
+
+Draining a queue also coalesces: the plain (non-idempotent) batches of all the
+requests waiting behind an append in flight go to the actor as one append. A
+Ray call costs about a millisecond; without this a producer sending small
+requests faster than that (``linger.ms=0``) would queue up without bound. The
+offsets of each request follow from the batch headers' record counts, since
+plain batches are appended back to back. If a merged append fails, its requests
+are retried one by one so each gets its own error.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import struct
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from logan_ray.protocol import errors as codes
@@ -23,8 +33,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("logan_ray.gateway")
 
-_CHAINS = "produce_chains"
+_QUEUES = "produce_queues"
 MAGIC_AT = 16  # byte offset of the magic in a record batch (and in a v0/v1 message)
+MERGE_MAX_BYTES = 16 << 20
+_HEAD = struct.Struct(">qi")  # base offset, batch length
+_I32 = struct.Struct(">i")
+_PRODUCER_ID = struct.Struct(">q")
+_LAST_OFFSET_DELTA_AT, _PRODUCER_ID_AT, HEADER_SIZE = 23, 43, 61
 
 
 def _result(index: int, code: int, message: str | None = None, base_offset: int = -1,
@@ -33,78 +48,148 @@ def _result(index: int, code: int, message: str | None = None, base_offset: int 
             "log_start_offset": log_start, "record_errors": [], "error_message": message}
 
 
-async def _append(gw: "Gateway", conn: "Connection", name: str, index: int, data: Any, key: Any,
-                  previous: asyncio.Future | None, done: asyncio.Future, old_version: bool = False) -> dict:
+def _plain_records(data: Any) -> int | None:
+    """Offsets taken by well-framed, non-idempotent batches; None when the data must go alone."""
+    total, pos, end = 0, 0, len(data)
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            return None
+        _, length = _HEAD.unpack_from(data, pos)
+        size = 12 + length
+        if length <= 0 or pos + size > end or _PRODUCER_ID.unpack_from(data, pos + _PRODUCER_ID_AT)[0] >= 0:
+            return None
+        total += _I32.unpack_from(data, pos + _LAST_OFFSET_DELTA_AT)[0] + 1  # as the log advances
+        pos += size
+    return total
+
+
+class _Item:
+    __slots__ = ("index", "data", "records", "future")
+
+    def __init__(self, index: int, data: Any, future: asyncio.Future) -> None:
+        self.index = index
+        self.data = data
+        self.records = _plain_records(data)
+        self.future = future
+
+
+class _PartitionQueue:
+    """One connection's pending appends to one partition, drained in order by one task."""
+
+    __slots__ = ("items", "task")
+
+    def __init__(self) -> None:
+        self.items: deque[_Item] = deque()
+        self.task: asyncio.Task | None = None
+
+
+async def _drain(gw: "Gateway", conn: "Connection", key: tuple, name: str, index: int,
+                 queue: _PartitionQueue) -> None:
     try:
-        if previous is not None:
-            await asyncio.shield(previous)  # the same connection's earlier append to this partition
-        if data is None or len(data) == 0:
-            return _result(index, codes.INVALID_RECORD, "produce request holds no record batches")
-        if old_version and (len(data) <= MAGIC_AT or data[MAGIC_AT] != 2):
-            return _result(index, codes.UNSUPPORTED_FOR_MESSAGE_FORMAT,
-                           "message format v0/v1 is not supported; use record batches (magic 2)")
-        part = await gw.cluster.partition(name, index)
-        if part is None:
-            return _result(index, codes.UNKNOWN_TOPIC_OR_PARTITION,
-                           f"this server does not host {name}-{index}")
-        if not part.local:
-            return _result(index, codes.NOT_LEADER_OR_FOLLOWER, f"{name}-{index} is served by another gateway")
-        try:
-            base, append_time, log_start = await part.handle.append.remote(data)
-        except Exception as e:
-            if is_stale_route(e):
-                gw.cluster.forget(name)
-            return _result(index, error_code(e), error_message(e))
-        return _result(index, codes.NONE, None, base, append_time, log_start)
+        while queue.items:
+            group = [queue.items.popleft()]
+            if group[0].records is not None:
+                size = len(group[0].data)
+                while queue.items and queue.items[0].records is not None and size < MERGE_MAX_BYTES:
+                    size += len(queue.items[0].data)
+                    group.append(queue.items.popleft())
+            results = await _append_group(gw, name, index, group)
+            for item, r in zip(group, results):
+                if not item.future.done():
+                    item.future.set_result(r)
+    except BaseException as e:  # never leave a request waiting forever
+        for item in list(queue.items):
+            if not item.future.done():
+                item.future.set_result(_result(item.index, codes.UNKNOWN_SERVER_ERROR, repr(e)))
+        raise
     finally:
-        if not done.done():
-            done.set_result(None)
-        chains = conn.state.get(_CHAINS)
-        if chains is not None and chains.get(key) is done:
-            del chains[key]
+        queues = conn.state.get(_QUEUES)
+        if queues is not None and queues.get(key) is queue and not queue.items:
+            del queues[key]
+
+
+async def _append_group(gw: "Gateway", name: str, index: int, group: list[_Item]) -> list[dict]:
+    try:
+        part = await gw.cluster.partition(name, index)
+    except Exception as e:
+        return [_result(index, error_code(e), error_message(e)) for _ in group]
+    if part is None:
+        return [_result(index, codes.UNKNOWN_TOPIC_OR_PARTITION, f"this server does not host {name}-{index}")
+                for _ in group]
+    if not part.local:
+        return [_result(index, codes.NOT_LEADER_OR_FOLLOWER, f"{name}-{index} is served by another gateway")
+                for _ in group]
+    data = group[0].data if len(group) == 1 else b"".join(item.data for item in group)
+    try:
+        base, append_time, log_start = await part.handle.append.remote(data)
+    except Exception as e:
+        if is_stale_route(e):
+            gw.cluster.forget(name)
+        if len(group) > 1 and not is_stale_route(e):
+            out = []
+            for item in group:  # find out which request was bad: one at a time, in order
+                out += await _append_group(gw, name, index, [item])
+            return out
+        return [_result(index, error_code(e), error_message(e)) for _ in group]
+    out = []
+    for item in group:
+        out.append(_result(index, codes.NONE, None, base, append_time, log_start))
+        if item.records is not None:
+            base += item.records
+    return out
+
+
+def _enqueue(gw: "Gateway", conn: "Connection", key: tuple, name: str, index: int, data: Any) -> asyncio.Future:
+    future = asyncio.get_running_loop().create_future()
+    queues: dict = conn.state.setdefault(_QUEUES, {})
+    queue = queues.get(key)
+    if queue is None:
+        queue = queues[key] = _PartitionQueue()
+    queue.items.append(_Item(index, data, future))
+    if queue.task is None or queue.task.done():
+        queue.task = asyncio.get_running_loop().create_task(_drain(gw, conn, key, name, index, queue))
+    return future
+
+
+async def _done(result: dict) -> dict:
+    return result
 
 
 async def produce(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict | None:
-    # Chain this request's appends behind the connection's earlier ones *before* the
-    # first await, so the order is the order in which requests arrived.
-    loop = asyncio.get_running_loop()
-    chains: dict = conn.state.setdefault(_CHAINS, {})
     version = header.api_version
     by_id = version >= 13
     topics = body["topic_data"]
-    jobs: list[tuple] = []  # (topic slot, partition index, chain key, previous, done, records)
-    out_topics = []
-    for slot, t in enumerate(topics):
-        key_name = t.get("topic_id") if by_id else t["name"]
-        for p in t["partition_data"]:
-            key = (key_name, p["index"])
-            done = loop.create_future()
-            previous = chains.get(key)
-            chains[key] = done
-            jobs.append((slot, p["index"], key, previous, done, p["records"]))
-        out_topics.append({"name": t.get("name", ""), "topic_id": t.get("topic_id"), "partition_responses": []})
     acks = body.get("acks", 1)
     names: dict = {}
     if by_id and acks in (0, 1, -1):
-        try:
-            names = await gw.cluster.topic_names({t["topic_id"] for t in topics})
-        except Exception:
-            _release(chains, jobs)
-            raise
-    coros = []
-    for slot, index, key, previous, done, data in jobs:
-        t = topics[slot]
+        names = await gw.cluster.topic_names({t["topic_id"] for t in topics})
+    # Requests of one connection are dispatched in arrival order and each reaches this
+    # point before the next one runs (no await above for name-addressed requests), so
+    # enqueueing here keeps the connection's order; topic-id requests resolve names
+    # first, and a connection uses one addressing mode throughout.
+    waits: list[tuple[int, Any]] = []
+    out_topics = []
+    for slot, t in enumerate(topics):
         name = names.get(t["topic_id"]) if by_id else t["name"]
-        if acks not in (0, 1, -1):
-            coros.append(_fail(index, codes.INVALID_REQUIRED_ACKS, f"acks must be 0, 1 or -1, got {acks}"))
-        elif name is None:
-            coros.append(_fail(index, codes.UNKNOWN_TOPIC_ID, "unknown topic id"))
-        else:
-            coros.append(_append(gw, conn, name, index, data, key, previous, done, version < 3))
-            continue
-        _release(chains, [(slot, index, key, previous, done, data)])
-    results = await asyncio.gather(*coros)
-    for (slot, *_), r in zip(jobs, results):
+        out_topics.append({"name": t.get("name", ""), "topic_id": t.get("topic_id"), "partition_responses": []})
+        for p in t["partition_data"]:
+            index, data = p["index"], p["records"]
+            if acks not in (0, 1, -1):
+                waits.append((slot, _done(_result(index, codes.INVALID_REQUIRED_ACKS,
+                                                  f"acks must be 0, 1 or -1, got {acks}"))))
+            elif name is None:
+                waits.append((slot, _done(_result(index, codes.UNKNOWN_TOPIC_ID, "unknown topic id"))))
+            elif data is None or len(data) == 0:
+                waits.append((slot, _done(_result(index, codes.INVALID_RECORD,
+                                                  "produce request holds no record batches"))))
+            elif version < 3 and (len(data) <= MAGIC_AT or data[MAGIC_AT] != 2):
+                waits.append((slot, _done(_result(index, codes.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+                                                  "message format v0/v1 is not supported; use record batches"))))
+            else:
+                key = (t.get("topic_id") if by_id else name, index)
+                waits.append((slot, _enqueue(gw, conn, key, name, index, data)))
+    results = await asyncio.gather(*(w for _, w in waits))
+    for (slot, _), r in zip(waits, results):
         out_topics[slot]["partition_responses"].append(r)
     if acks == 0:
         # Kafka sends nothing back for acks=0; a failure closes the connection so the client notices.
@@ -113,22 +198,6 @@ async def produce(gw: "Gateway", conn: "Connection", header: Any, body: dict) ->
             conn.close(f"acks=0 produce failed: {failed[0]['error_message']}")
         return None
     return {"responses": out_topics, "throttle_time_ms": 0}
-
-
-async def _fail(index: int, code: int, message: str) -> dict:
-    return _result(index, code, message)
-
-
-def _release(chains: dict, jobs: list[tuple]) -> None:
-    """Free chain slots of appends that will not run (later appends must not wait for them)."""
-    for _slot, _index, key, previous, done, _data in jobs:
-        if not done.done():
-            if previous is None or previous.done():
-                done.set_result(None)
-            else:  # keep the order: resolve only once the earlier append has finished
-                previous.add_done_callback(lambda _f, d=done: d.done() or d.set_result(None))
-        if chains.get(key) is done and done.done():
-            del chains[key]
 
 
 # Produce v0-2 are served for record batches (magic 2) only, as Kafka 4 serves none of the

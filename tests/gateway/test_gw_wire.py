@@ -445,3 +445,22 @@ def test_gateway_socket_accepts_after_many_bad_clients(gateway):
         s.sendall(b"\x00\x00\x00\x05\x00")
         s.close()
     still_serving(gateway)
+
+
+def test_coalesced_appends_attribute_errors_to_the_bad_request(client, gateway, topic_name):
+    """Pipelined requests are merged into one append; one corrupt request fails alone."""
+    client.create_topic(topic_name, 1)
+    with Wire(gateway) as w:
+        frames = []
+        for i in range(40):
+            batch = bytearray(build_batch([b"%d-%d" % (i, j) for j in range(3)]))
+            if i == 17:
+                batch[-1] ^= 0xFF
+            frames.append(w.encode(PRODUCE, 9, produce_body(topic_name, 0, bytes(batch)))[1])
+        w.send_raw(b"".join(frames))
+        parts = [w.recv()[1]["responses"][0]["partition_responses"][0] for _ in frames]
+    assert [p["error_code"] for p in parts] == [0] * 17 + [codes.CORRUPT_MESSAGE] + [0] * 22
+    good = [p["base_offset"] for p in parts if p["error_code"] == 0]
+    assert good == [3 * i for i in range(39)]
+    values = [r.value for r in decode_records(_fetch_bytes(client, topic_name, 0))]
+    assert values == [b"%d-%d" % (i, j) for i in range(40) if i != 17 for j in range(3)]
