@@ -151,6 +151,17 @@ def test_trailing_bytes_are_rejected():
         decode_request(frame + b"\x00")
 
 
+def test_trailing_bytes_can_be_ignored_as_brokers_do():
+    # librdkafka's all-topics Metadata request in flexible versions: a 4-byte array
+    # placeholder of which only the first byte (0 = null) is read, then the body.
+    frame = bytes.fromhex("0003000d00000004000772646b61666b61" "00" "00000000" "01" "00" "00")
+    header, body = decode_request(frame, allow_trailing=True)
+    assert (header.api_key, header.api_version, header.client_id) == (3, 13, "rdkafka")
+    assert body["topics"] is None
+    with pytest.raises(ProtocolDecodeError):
+        decode_request(frame)
+
+
 def test_huge_counts_fail_fast_without_allocating():
     payload = bytes.fromhex("0003" "0001" "00000001" "ffff" "7fffffff")  # Metadata v1, 2**31-1 topics
     with pytest.raises(ProtocolDecodeError):
