@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 from typing import Any
 
@@ -42,7 +43,8 @@ class GatewayActor:
         self._register_task: asyncio.Task | None = None
         logging.getLogger("logan_ray").setLevel(logging.INFO)
         ctx = ray.get_runtime_context()
-        if ctx.was_current_actor_reconstructed:
+        self._restarted = ctx.was_current_actor_reconstructed
+        if self._restarted:
             ctx.current_actor.serve.remote()  # come back up by ourselves after a crash
 
     async def serve(self) -> str:
@@ -52,7 +54,16 @@ class GatewayActor:
 
             router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
             gateway = Gateway(router, self.node_id, cluster_id=self.cluster_id, max_frame_bytes=self.max_frame_bytes)
-            self._bound = gateway.listen(self.host, self.port)
+            if self._restarted and self.port == 0:
+                # started on a free port: come back on the port clients already know
+                previous = (await router.gateways.remote()).get(self.node_id)
+                if previous is not None:
+                    try:
+                        self._bound = gateway.listen(self.host, previous[1])
+                    except OSError:
+                        self._bound = None
+            if self._bound is None:
+                self._bound = gateway.listen(self.host, self.port)
             self._gateway = gateway
             self.port = self._bound[1]  # a restart re-binds the same port
             await self._register()
@@ -87,7 +98,7 @@ class GatewayActor:
 
     async def stats(self) -> dict[str, Any]:
         s = self._gateway.stats() if self._gateway else {}
-        s.update(node_id=self.node_id, endpoint=self.endpoint() if self._bound else None)
+        s.update(node_id=self.node_id, endpoint=self.endpoint() if self._bound else None, pid=os.getpid())
         return s
 
     async def stop(self) -> None:

@@ -464,3 +464,30 @@ def test_coalesced_appends_attribute_errors_to_the_bad_request(client, gateway, 
     assert good == [3 * i for i in range(39)]
     values = [r.value for r in decode_records(_fetch_bytes(client, topic_name, 0))]
     assert values == [b"%d-%d" % (i, j) for i in range(40) if i != 17 for j in range(3)]
+
+
+def test_gateway_comes_back_after_sigkill(client, gateway, topic_name):
+    """Ray restarts a killed gateway actor, which listens again on the same address by itself."""
+    import os
+    import signal
+
+    import ray
+
+    from logan_ray._ray import get
+    from logan_ray.gateway import gateway_name
+
+    client.create_topic(topic_name, 1)
+    actor = ray.get_actor(gateway_name(ray.get_runtime_context().get_node_id()), namespace="logan_ray")
+    pid = get(actor.stats.remote())["pid"]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with Wire(gateway, timeout=5) as w:
+                r = w.call(PRODUCE, 9, produce_body(topic_name, 0, build_batch([b"after restart"])))
+                assert r["responses"][0]["partition_responses"][0]["error_code"] == 0
+                break
+        except (ConnectionError, OSError):
+            assert time.monotonic() < deadline, "the gateway did not come back"
+            time.sleep(0.5)
+    assert get(actor.stats.remote())["pid"] != pid
