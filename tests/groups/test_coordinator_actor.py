@@ -329,3 +329,24 @@ def test_group_metrics_exported(client, coordinator, topic_name):
     lag = [ln for ln in lines if "logan_ray_group_lag" in ln]
     assert lag and float(lag[0].rsplit(" ", 1)[1]) == 20.0, lines
     assert any("logan_ray_group_generation" in ln for ln in lines)
+
+
+def test_static_member_restart_keeps_its_partitions_without_rebalance(client, coordinator, topic_name):
+    client.create_topic(topic_name, partitions=4)
+    group = f"g-{topic_name}"
+    a = Member(client, topic_name, group, group_instance_id="node-a")
+    b = Member(client, topic_name, group, group_instance_id="node-b")
+    wait_for(lambda: settled([a, b], 4, topic_name), what="two static members")
+    before = a.current
+    b_revocations = len(b.revoked)
+    generation = ray.get(coordinator.describe.remote(group))["generation"]
+    a.stop()  # a static member does not leave on close: its place waits for it (session timeout)
+    assert len(ray.get(coordinator.describe.remote(group))["members"]) == 2
+    a2 = Member(client, topic_name, group, group_instance_id="node-a")
+    wait_for(lambda: a2.current, what="the restarted static member's assignment")
+    assert a2.current == before
+    d = ray.get(coordinator.describe.remote(group))
+    assert d["generation"] == generation and d["group_state"] == "Stable"  # no rebalance happened
+    assert len(b.revoked) == b_revocations  # b kept consuming throughout
+    a2.stop()
+    b.stop()
