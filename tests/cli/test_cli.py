@@ -17,7 +17,7 @@ def run(data_dir, *args, stdin: bytes | None = None, timeout: float = 120):
 
 
 def start_foreground(data_dir):
-    proc = subprocess.Popen([*CLI, "--data-dir", data_dir, "start", "--foreground"],
+    proc = subprocess.Popen([*CLI, "--data-dir", data_dir, "start", "--foreground", "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 180
     lines = []
@@ -49,6 +49,7 @@ def test_cli_end_to_end_with_restart(data_dir):
     proc, banner = start_foreground(data_dir)
     try:
         assert "ray dashboard: http://127.0.0.1:" in banner
+        assert "kafka:         127.0.0.1:" in banner  # the gateway, on a free port here
         r = run(data_dir, "topic", "create", "events", "--partitions", "2", "--config", "retention.ms=3600000")
         assert r.returncode == 0, r.stderr
         lines = b"".join(b"k%d:value-%d\n" % (i % 5, i) for i in range(500))
@@ -91,7 +92,7 @@ def test_cli_without_broker_says_so(data_dir):
 
 
 def test_background_start_and_stop(data_dir):
-    r = run(data_dir, "start", timeout=200)
+    r = run(data_dir, "start", "--port", "0", timeout=200)
     try:
         assert r.returncode == 0, r.stderr + r.stdout
         assert b"started in the background" in r.stdout
