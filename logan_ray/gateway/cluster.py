@@ -74,11 +74,39 @@ class Partition:
         self.local = local
 
 
+class _RouterMethod:
+    def __init__(self, proxy: "RouterProxy", name: str) -> None:
+        self._proxy, self._name = proxy, name
+
+    async def remote(self, *args: Any, **kwargs: Any) -> Any:
+        import ray
+
+        from logan_ray.actors.partition import NAMESPACE
+        from logan_ray.actors.router import ROUTER_NAME
+
+        try:
+            return await getattr(self._proxy.handle, self._name).remote(*args, **kwargs)
+        except ray.exceptions.RayActorError:
+            # The router was replaced (stopped and started again): find the new one by name.
+            self._proxy.handle = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
+            return await getattr(self._proxy.handle, self._name).remote(*args, **kwargs)
+
+
+class RouterProxy:
+    """The router's handle, looked up again by name if the actor behind it died for good."""
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+    def __getattr__(self, name: str) -> _RouterMethod:
+        return _RouterMethod(self, name)
+
+
 class Cluster:
     """Route cache and cluster facts for one gateway (one per node)."""
 
     def __init__(self, router: Any, node_id: str, cluster_id: str) -> None:
-        self.router = router
+        self.router = RouterProxy(router)
         self.node_id = node_id
         self.broker_id = broker_id(node_id)
         self.cluster_id = cluster_id

@@ -43,13 +43,16 @@ def test_kafka_python_reads_a_compacted_topic(client, gateway, topic_name):
         written.update({f.get(10).offset: (k, v) for f, k, v in sent})
         p.close()
     end = max(written) + 1
-    [summary] = client.compact(topic_name)
-    assert summary["records_removed"] > 1500
+    client.compact(topic_name)  # a scheduled pass may already have cleaned part of it
     latest = {}
     for o in sorted(written):
         latest[written[o][0]] = o
     want = [(o, *written[o]) for o in sorted(written) if latest[written[o][0]] == o]
     assert len(want) == 40
+    import ray
+
+    on_disk = ray.get(client.partition_actor(topic_name, 0).read_records.remote(0, 64 << 20))
+    assert len(on_disk) == len(want)  # 2100 written, one per key left
 
     tp = TopicPartition(topic_name, 0)
     assert consume_from(gateway, tp, None, end) == want
