@@ -16,8 +16,11 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "token")
 
 
-def subscribe_to_first_record(gateway: str, topic: str, runs: int) -> list[float]:
-    """A confluent-kafka consumer with default settings (plus auto.offset.reset=earliest) in a new group."""
+def subscribe_to_first_record(gateway: str, topic: str, runs: int, timeout_s: float = 120.0) -> list[float]:
+    """A confluent-kafka consumer with default settings (plus auto.offset.reset=earliest) in a new group.
+
+    A run that sees no record within ``timeout_s`` counts as NaN.
+    """
     from confluent_kafka import Consumer
 
     out = []
@@ -26,11 +29,13 @@ def subscribe_to_first_record(gateway: str, topic: str, runs: int) -> list[float
                       "auto.offset.reset": "earliest"})
         started = time.perf_counter()
         c.subscribe([topic])
-        while True:
+        took = float("nan")
+        while time.perf_counter() - started < timeout_s:
             m = c.poll(0.05)
             if m is not None and m.error() is None:
+                took = time.perf_counter() - started
                 break
-        out.append(time.perf_counter() - started)
+        out.append(took)
         c.close()
     return out
 

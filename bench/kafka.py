@@ -21,7 +21,9 @@ Measurements:
    producer ``linger.ms=0``, consumer with default settings; p50/p99;
 4. fetch bandwidth with 100 KiB records: a raw Fetch loop (16 MiB per request,
    response read into a reused buffer) against ``os.sendfile`` over a loopback
-   socket into the same kind of reader, measured in the same run.
+   socket into the same kind of reader, measured in the same run;
+5. consumer groups: time from ``subscribe()`` to the first record for a
+   confluent-kafka consumer with default settings in a new group.
 """
 from __future__ import annotations
 
@@ -44,6 +46,7 @@ from typing import Any, Callable
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from bench.groups import subscribe_to_first_record  # noqa: E402
 from bench.machine import describe  # noqa: E402
 
 RECORD = 100
@@ -360,7 +363,7 @@ def main() -> int:
     ap.add_argument("--latency-seconds", type=float, default=10.0)
     ap.add_argument("--fetch-mib", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--only", default="produce,consume,latency,fetch")
+    ap.add_argument("--only", default="produce,consume,latency,fetch,groups")
     ap.add_argument("--dir", default=None)
     args = ap.parse_args()
     only = set(args.only.split(","))
@@ -435,6 +438,17 @@ def run(b: Broker, args: argparse.Namespace, only: set[str], record: Callable, w
         record("fetch / sendfile", b, bw / base)
         print(f"  round {r}: {b.name:9} fetch 100 KiB  {bw / 2**20:9,.0f} MiB/s  "
               f"(sendfile loopback {base / 2**20:,.0f} MiB/s, {bw / base:.0%})", flush=True)
+    if "groups" in only:
+        _groups(b, record, r, tag)
+
+
+def _groups(b: "Broker", record: Callable, r: int, tag: str) -> None:
+    topic = f"bench-grp-{tag}"
+    create_topic(b.bootstrap, topic)
+    produce(b.bootstrap, topic, 1000, "none")
+    (took,) = subscribe_to_first_record(b.bootstrap, topic, 1, timeout_s=60)
+    record("subscribe -> first record s", b, took)
+    print(f"  round {r}: {b.name:9} subscribe->1st {took:9.2f} s", flush=True)
 
 
 def report(results: dict[str, dict[str, list[float]]], args: argparse.Namespace) -> None:
@@ -450,7 +464,7 @@ def report(results: dict[str, dict[str, list[float]]], args: argparse.Namespace)
         def fmt(v: float | None) -> str:
             if v is None:
                 return "n/a"
-            return f"{v:.2f}" if ("ms" in metric or "/" in metric) else f"{v:,.0f}"
+            return f"{v:.2f}" if ("ms" in metric or "/" in metric or metric.endswith(" s")) else f"{v:,.0f}"
 
         ratio = f"{a / b:.2f}x" if a is not None and b else "n/a"
         print(f"| {metric} | {fmt(a)} | {fmt(b)} | {ratio} |")

@@ -14,6 +14,8 @@ import uuid
 from struct import Struct as _Packer, pack as _pack, unpack_from as _unpack_from
 from typing import Any, Callable, Sequence
 
+from logan_ray.storage.varint import encode_uvarint
+
 from .exceptions import ProtocolDecodeError, ProtocolEncodeError
 from .schema import (
     BYTES,
@@ -40,7 +42,6 @@ _I16 = _Packer(">h")
 _I32 = _Packer(">i")
 _NULL16 = _I16.pack(-1)
 _NULL32 = _I32.pack(-1)
-_SMALL_VARINTS = [bytes((i,)) for i in range(128)]
 
 
 class Out(bytearray):
@@ -92,16 +93,11 @@ def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
 
 
 def uvarint_bytes(n: int) -> bytes:
-    if 0 <= n < 0x80:
-        return _SMALL_VARINTS[n]
-    if n < 0 or n > 0xFFFFFFFF:
-        raise ProtocolEncodeError(f"unsigned varint out of range: {n}")
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    """Kafka unsigned varint (compact lengths, tags); the storage codec's tables do the work."""
+    try:
+        return encode_uvarint(n)
+    except ValueError:
+        raise ProtocolEncodeError(f"unsigned varint out of range: {n}") from None
 
 
 def _truncated(what: str) -> ProtocolDecodeError:
