@@ -195,8 +195,8 @@ def _restarted(handle, old_pid) -> bool:
         return False
 
 
-def _join(coord, group: str, member_id: str = "", version: int = 9) -> dict:
-    body = {"group_id": group, "session_timeout_ms": SESSION_MS, "rebalance_timeout_ms": 3000, "member_id": member_id,
+def _join(coord, group: str, member_id: str = "", version: int = 9, session_ms: int = SESSION_MS) -> dict:
+    body = {"group_id": group, "session_timeout_ms": session_ms, "rebalance_timeout_ms": 3000, "member_id": member_id,
             "group_instance_id": None, "protocol_type": "consumer",
             "protocols": [{"name": "range", "metadata": encode_subscription(["t"])}]}
     return ray.get(coord.join_group.remote(body, version, "raw", "/127.0.0.1"))
@@ -204,9 +204,10 @@ def _join(coord, group: str, member_id: str = "", version: int = 9) -> dict:
 
 def test_protocol_errors_through_the_actor(client, coordinator, topic_name):
     group = f"raw-{topic_name}"
-    first = _join(coordinator, group)
+    # this member never heartbeats between steps: give it a session long enough for a loaded machine
+    first = _join(coordinator, group, session_ms=60_000)
     assert first["error_code"] == E.MEMBER_ID_REQUIRED
-    joined = _join(coordinator, group, first["member_id"])
+    joined = _join(coordinator, group, first["member_id"], session_ms=60_000)
     mid, gen = joined["member_id"], joined["generation_id"]
     assert joined["error_code"] == 0 and joined["leader"] == mid and gen >= 1
     sync = ray.get(coordinator.sync_group.remote({"group_id": group, "generation_id": gen, "member_id": mid,
