@@ -14,6 +14,26 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # every Ray lis
 os.environ.setdefault("RAY_AUTH_MODE", "token")  # keep token auth on, also for child processes that attach
 
 
+def _free_port_below_ephemeral_range() -> int:
+    """A free loopback port under Linux's ephemeral range (32768+).
+
+    A gateway restarted after SIGKILL binds its old port again; on a port from the
+    ephemeral range a client connection may have taken that number meanwhile.
+    """
+    import random
+    import socket
+
+    for port in random.sample(range(20000, 32000), 200):
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port between 20000 and 32000")
+
+
 @pytest.fixture(scope="session")
 def broker_dir(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("logan-ray-data"))
@@ -47,6 +67,6 @@ def gateway(client) -> str:
     from logan_ray.gateway import start_gateways, stop_gateways
 
     here = ray.get_runtime_context().get_node_id()
-    endpoints = start_gateways("127.0.0.1", 0, nodes=[here])
+    endpoints = start_gateways("127.0.0.1", _free_port_below_ephemeral_range(), nodes=[here])
     yield endpoints[here]
     stop_gateways([here])
