@@ -177,57 +177,43 @@ def _uuid_codec() -> tuple[Decoder, Encoder]:
     return dec, enc
 
 
-def _string_codec(nullable: bool, compact: bool) -> tuple[Decoder, Encoder]:
-    read_len, write_len, null = _prefixes(compact, 2)
+def _length_prefixed_codec(nullable: bool, compact: bool, width: int, what: str,
+                           to_python: Callable[[memoryview], Any], to_wire: Callable[[Any], Any],
+                           empty: Any) -> tuple[Decoder, Encoder]:
+    """Strings and bytes share one layout: a (compact or classic) length, -1 for null, then the bytes."""
+    read_len, write_len, null = _prefixes(compact, width)
 
     def dec(buf: memoryview, pos: int) -> tuple[Any, int]:
         n, pos = read_len(buf, pos)
         if n < 0:
             if nullable and n == -1:
                 return None, pos
-            raise ProtocolDecodeError("null or negative length for a non-nullable string")
+            raise ProtocolDecodeError(f"null or negative length for a non-nullable {what}")
         end = pos + n
         if end > len(buf):
-            raise _truncated("string")
-        return str(buf[pos:end], "utf-8"), end
+            raise _truncated(what)
+        return to_python(buf[pos:end]), end
 
     def enc(out: Out, value: Any) -> None:
         if value is None:
             if nullable:
                 out += null
                 return
-            value = ""
-        raw = value.encode("utf-8")
-        out += write_len(len(raw))
+            value = empty
+        raw = to_wire(value)
+        out += write_len(len(raw) if isinstance(raw, (bytes, bytearray)) else memoryview(raw).nbytes)
         out += raw
 
     return dec, enc
 
 
+def _string_codec(nullable: bool, compact: bool) -> tuple[Decoder, Encoder]:
+    return _length_prefixed_codec(nullable, compact, 2, "string", lambda v: str(v, "utf-8"),
+                                  lambda s: s.encode("utf-8"), "")
+
+
 def _bytes_codec(nullable: bool, compact: bool) -> tuple[Decoder, Encoder]:
-    read_len, write_len, null = _prefixes(compact, 4)
-
-    def dec(buf: memoryview, pos: int) -> tuple[Any, int]:
-        n, pos = read_len(buf, pos)
-        if n < 0:
-            if nullable and n == -1:
-                return None, pos
-            raise ProtocolDecodeError("null or negative length for non-nullable bytes")
-        end = pos + n
-        if end > len(buf):
-            raise _truncated("bytes")
-        return bytes(buf[pos:end]), end
-
-    def enc(out: Out, value: Any) -> None:
-        if value is None:
-            if nullable:
-                out += null
-                return
-            value = b""
-        out += write_len(len(value) if isinstance(value, (bytes, bytearray)) else memoryview(value).nbytes)
-        out += value
-
-    return dec, enc
+    return _length_prefixed_codec(nullable, compact, 4, "bytes", bytes, lambda b: b, b"")
 
 
 def _records_codec(nullable: bool, compact: bool) -> tuple[Decoder, Encoder]:
