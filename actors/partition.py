@@ -21,13 +21,14 @@ from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.log import PartitionLog
 from logan_ray.storage.producer_state import OutOfOrderSequenceError, ProducerStateTable
 
+from .channel import ChannelServer, serve_channel
 from .metrics import PartitionMetrics
 
 log = logging.getLogger("logan_ray.partition")
 
 NAMESPACE = "logan_ray"
 HEADER_SCAN_WINDOW = 8 << 20  # read size when rebuilding idempotence state from the newest segment
-SEQUENCE_WAIT_S = 5.0  # how long a batch that arrived early waits for its predecessor  # rebuild idempotence state from at most this much of the tail
+SEQUENCE_WAIT_S = 5.0  # how long a batch that arrived early waits for its predecessor
 
 
 def actor_name(topic: str, partition: int) -> str:
@@ -48,6 +49,8 @@ class PartitionActor:
         self._new_data: asyncio.Event | None = None
         self._maintenance_interval_s = maintenance_interval_s
         self._maintenance: asyncio.Task | None = None
+        self._channel: ChannelServer | None = None
+        self._channel_started = False
         self._metrics = PartitionMetrics(topic, partition)
         self._publish_state()
         log.info("partition %s-%d opened in %.1f ms: offsets [%d, %d)", topic, partition,
@@ -228,6 +231,21 @@ class PartitionActor:
             s["dirty_ratio"] = self._log.dirty_stats().ratio
         return s
 
+    async def channel(self) -> str | None:
+        """Path of this actor's node-local Unix socket (started on first call), or None if unavailable.
+
+        The node's gateway sends appends and fetch requests through it instead of
+        Ray calls; see ``actors/channel.py``.
+        """
+        if not self._channel_started:
+            self._channel_started = True
+            self._channel = await serve_channel(self.directory, {
+                "append": self.append, "locate": self.locate, "offsets": self.offsets,
+                "wait_for_data": self.wait_for_data, "offset_for_timestamp": self.offset_for_timestamp,
+                "max_timestamp_offset": self.max_timestamp_offset, "delete_records": self.delete_records,
+            })
+        return self._channel.path if self._channel is not None else None
+
     async def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()
 
@@ -238,14 +256,21 @@ class PartitionActor:
         """Flush and write the clean-shutdown marker so the next open skips recovery."""
         if self._maintenance is not None:
             self._maintenance.cancel()
+        self._close_channel()
         self._log.close()
 
     async def delete(self) -> None:
         if self._maintenance is not None:
             self._maintenance.cancel()
+        self._close_channel()
         self._log.delete()
 
     # ---------------------------------------------------------------- helpers
+    def _close_channel(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
     def _publish_state(self) -> None:
         self._metrics.log_state(self._log.log_start_offset, self._log.log_end_offset,
                                 self._log.size_bytes, self._log.segment_count)

@@ -224,7 +224,7 @@ async def delete_records(gw: "Gateway", conn: "Connection", header: Any, body: d
             elif not part.local:
                 out["error_code"] = codes.NOT_LEADER_OR_FOLLOWER
             else:
-                out["low_watermark"] = await part.handle.delete_records.remote(p["offset"])
+                out["low_watermark"] = await part.call("delete_records", p["offset"])
         except Exception as e:
             out["error_code"] = error_code(e)
         return out

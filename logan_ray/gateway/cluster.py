@@ -14,6 +14,7 @@ import time
 import uuid
 from typing import Any, Iterable
 
+from logan_ray.actors.channel import ChannelClient, ChannelClosedError
 from logan_ray.protocol import errors as codes
 
 log = logging.getLogger("logan_ray.gateway")
@@ -58,20 +59,71 @@ def is_stale_route(exc: BaseException) -> bool:
     """True when the cached handle may point at an actor that no longer serves the partition."""
     import ray
 
-    if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)):
+    if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ChannelClosedError)):
         return True
     return error_code(exc) == codes.NOT_LEADER_OR_FOLLOWER
+
+
+class _Link:
+    """The node-local channel to one partition actor, shared by every route to it.
+
+    Opened on first use: one Ray call asks the actor for its socket path (which
+    also starts its server, after a restart too), then calls go over the socket.
+    When the channel closes (the actor died), the next use asks again.
+    """
+
+    __slots__ = ("client", "lock", "unavailable", "calls", "connects")
+
+    def __init__(self) -> None:
+        self.client: ChannelClient | None = None
+        self.lock = asyncio.Lock()
+        self.unavailable = False
+        self.calls = 0
+        self.connects = 0
+
+    async def get(self, handle: Any) -> ChannelClient | None:
+        client = self.client
+        if client is not None and not client.closed:
+            return client
+        if self.unavailable:
+            return None
+        async with self.lock:
+            if self.client is not None and not self.client.closed:
+                return self.client
+            self.client = None
+            path = await handle.channel.remote()
+            if path is None:
+                self.unavailable = True  # e.g. no private socket directory: Ray calls it is
+                return None
+            try:
+                self.client = await ChannelClient.connect(path)
+                self.connects += 1
+            except OSError as e:  # the actor restarted in between: Ray calls for now, retry next time
+                log.info("gateway: no channel to %s yet: %s", path, e)
+                return None
+            return self.client
 
 
 class Partition:
     """One routed partition: actor handle, node, and whether this gateway serves it."""
 
-    __slots__ = ("handle", "node_id", "local")
+    __slots__ = ("handle", "node_id", "local", "_link")
 
-    def __init__(self, handle: Any, node_id: str, local: bool) -> None:
+    def __init__(self, handle: Any, node_id: str, local: bool, link: _Link | None = None) -> None:
         self.handle = handle
         self.node_id = node_id
         self.local = local
+        self._link = link
+
+    async def call(self, method: str, *args: Any, payload: Any = None) -> Any:
+        """Call a partition actor method: over the node-local channel when there is one, else by Ray."""
+        client = await self._link.get(self.handle) if self._link is not None else None
+        if client is not None:
+            self._link.calls += 1
+            return await client.call(method, *args, payload=payload)
+        if payload is not None:
+            args = (*args, payload)
+        return await getattr(self.handle, method).remote(*args)
 
 
 class _RouterMethod:
@@ -115,15 +167,19 @@ class Cluster:
         self._gateways: dict[str, tuple[str, int]] = {}
         self._gateways_at = 0.0
         self._settings: dict[str, Any] | None = None
+        self._links: dict[str, _Link] = {}
 
     # ---------------------------------------------------------------- routes
     def _store(self, name: str, parts: list | None) -> list[Partition] | None:
         if parts is None:
             self._routes.pop(name, None)
             return None
-        routed = [Partition(h, n, n == self.node_id) for h, n in parts]
+        routed = [Partition(h, n, n == self.node_id, self._link(h) if n == self.node_id else None)
+                  for h, n in parts]
         self._routes[name] = routed
         self._ids[topic_id(name)] = name
+        if len(self._links) > 16 + 2 * sum(len(p) for p in self._routes.values()):
+            self._drop_unused_links()
         return routed
 
     async def refresh(self, names: list[str] | None, auto_create: bool = False) -> dict[str, list[Partition] | None]:
@@ -149,6 +205,32 @@ class Cluster:
         if parts is None or not 0 <= index < len(parts):
             return None
         return parts[index]
+
+    def _link(self, handle: Any) -> _Link:
+        key = handle._actor_id.hex()
+        link = self._links.get(key)
+        if link is None:
+            link = self._links[key] = _Link()
+        return link
+
+    def _drop_unused_links(self) -> None:
+        """Close the channels of actors no route points to any more (deleted topics)."""
+        used = {p.handle._actor_id.hex() for parts in self._routes.values() for p in parts if p.local}
+        for key in [k for k in self._links if k not in used]:
+            link = self._links.pop(key)
+            if link.client is not None:
+                link.client.close()
+
+    def channel_stats(self) -> dict[str, int]:
+        links = self._links.values()
+        return {"channels": sum(1 for k in links if k.client is not None and not k.client.closed),
+                "channel_calls": sum(k.calls for k in links), "channel_connects": sum(k.connects for k in links)}
+
+    def close(self) -> None:
+        for link in self._links.values():
+            if link.client is not None:
+                link.client.close()
+        self._links.clear()
 
     def forget(self, name: str) -> None:
         self._routes.pop(name, None)

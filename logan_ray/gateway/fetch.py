@@ -1,7 +1,8 @@
 """Fetch (zero-copy, long-poll) and ListOffsets.
 
 A Fetch never reads record bytes into Python: the partition actor's ``locate``
-returns batch-aligned ranges of its segment files, the gateway opens them, and
+returns batch-aligned ranges of its segment files (asked over the node-local
+channel, ``actors/channel.py``), the gateway opens them, and
 the connection sends the encoded response header followed by the ranges with
 ``os.sendfile``. Long-polling happens in the partition actor, which wakes the
 moment an append makes enough data available. Fetch sessions (KIP-227) are not
@@ -69,7 +70,7 @@ async def _locate(gw: "Gateway", slot: _Slot, max_bytes: int, max_wait_ms: int, 
             slot.result = _partition_result(slot.index, codes.NONE, hw, log_start)
             return
     try:
-        slices, hw, log_start = await part.handle.locate.remote(slot.offset, max_bytes, max_wait_ms, min_bytes)
+        slices, hw, log_start = await part.call("locate", slot.offset, max_bytes, max_wait_ms, min_bytes)
     except Exception as e:
         code = error_code(e)
         if is_stale_route(e):
@@ -77,7 +78,7 @@ async def _locate(gw: "Gateway", slot: _Slot, max_bytes: int, max_wait_ms: int, 
         hw = log_start = -1
         if code == codes.OFFSET_OUT_OF_RANGE:
             try:
-                log_start, hw = await part.handle.offsets.remote()
+                log_start, hw = await part.call("offsets")
             except Exception:
                 pass
         elif code == codes.UNKNOWN_SERVER_ERROR:
@@ -93,8 +94,8 @@ async def _locate(gw: "Gateway", slot: _Slot, max_bytes: int, max_wait_ms: int, 
 # ---------------------------------------------------------------- read-ahead
 # A consumer that is behind fetches offset after offset. Right after answering one
 # fetch, the gateway asks the partition where the next one will start, so the
-# actor's answer is ready when the consumer's next request arrives: the Ray round
-# trip leaves the consumer's critical path. A prefetched answer is always correct
+# actor's answer is ready when the consumer's next request arrives: the round trip
+# to the actor leaves the consumer's critical path. A prefetched answer is always correct
 # (slices of immutable, CRC-checked batches), at worst a little shorter than a
 # fresh one; if it is empty or too small for min_bytes, a normal locate follows.
 _AHEAD = "fetch_ahead"
@@ -150,13 +151,13 @@ def _read_ahead(conn: "Connection", slot: _Slot, max_bytes: int) -> None:
     old = ahead.pop((slot.topic, slot.index), None)
     if old is not None:
         old[2].add_done_callback(_ignore)
-    future = asyncio.ensure_future(slot.part.handle.locate.remote(nxt, max_bytes, 0, 0))
+    future = asyncio.ensure_future(slot.part.call("locate", nxt, max_bytes, 0, 0))
     ahead[(slot.topic, slot.index)] = (nxt, max_bytes, future)
 
 
 async def _wait_any(slots: list[_Slot], timeout_s: float) -> None:
     """Until an append reaches any of the partitions (or the time is up)."""
-    waits = [asyncio.ensure_future(s.part.handle.wait_for_data.remote(s.offset, int(timeout_s * 1000) + 1))
+    waits = [asyncio.ensure_future(s.part.call("wait_for_data", s.offset, int(timeout_s * 1000) + 1))
              for s in slots]
     try:
         await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
@@ -283,22 +284,21 @@ async def _list_one(part: Partition | None, index: int, timestamp: int) -> dict:
     if not part.local:
         out["error_code"] = codes.NOT_LEADER_OR_FOLLOWER
         return out
-    h = part.handle
     try:
         if timestamp == LATEST:
-            out["offset"] = (await h.offsets.remote())[1]
+            out["offset"] = (await part.call("offsets"))[1]
         elif timestamp == LATEST_TIERED:  # nothing is tiered
             out["offset"] = -1
         elif timestamp in (EARLIEST, EARLIEST_LOCAL):
-            out["offset"] = (await h.offsets.remote())[0]
+            out["offset"] = (await part.call("offsets"))[0]
         elif timestamp == EARLIEST_PENDING_UPLOAD:
             out["offset"] = -1
         elif timestamp == MAX_TIMESTAMP:
-            found = await h.max_timestamp_offset.remote()
+            found = await part.call("max_timestamp_offset")
             if found is not None:
                 out["offset"], out["timestamp"] = found
         elif timestamp >= 0:
-            found = await h.offset_for_timestamp.remote(timestamp)
+            found = await part.call("offset_for_timestamp", timestamp)
             if found is not None:
                 out["offset"], out["timestamp"] = found
         else:

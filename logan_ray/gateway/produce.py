@@ -1,16 +1,17 @@
 """Produce: hand each partition's record batches, untouched, to its partition actor.
 
 Validation (CRC, magic, size), offset assignment, LogAppendTime and idempotent
-de-duplication all happen in the partition actor, which owns the log. The
-gateway does routing and ordering: Ray may start two pipelined calls to an async
-actor out of submission order, so each connection has one queue per partition,
-drained by one task, append after append — a connection's batches land in the
-order it sent them, as with Kafka.
+de-duplication all happen in the partition actor, which owns the log; the bytes
+travel over the node-local channel (``actors/channel.py``), or as a Ray call
+when there is none, and Ray may start two pipelined calls to an async actor out
+of submission order. So the gateway keeps the ordering: each connection has one
+queue per partition, drained by one task, append after append — a connection's
+batches land in the order it sent them, as with Kafka.
 
 Draining a queue also coalesces: the plain (non-idempotent) batches of all the
-requests waiting behind an append in flight go to the actor as one append. A
-Ray call costs about a millisecond; without this a producer sending small
-requests faster than that (``linger.ms=0``) would queue up without bound. The
+requests waiting behind an append in flight go to the actor as one append, so a
+producer sending small requests faster than appends complete (``linger.ms=0``)
+does not queue up without bound. The
 offsets of each request follow from the batch headers' record counts, since
 plain batches are appended back to back. If a merged append fails, its requests
 are retried one by one so each gets its own error.
@@ -121,7 +122,7 @@ async def _append_group(gw: "Gateway", name: str, index: int, group: list[_Item]
                 for _ in group]
     data = group[0].data if len(group) == 1 else b"".join(item.data for item in group)
     try:
-        base, append_time, log_start = await part.handle.append.remote(data)
+        base, append_time, log_start = await part.call("append", payload=data)
     except Exception as e:
         if is_stale_route(e):
             gw.cluster.forget(name)

@@ -110,6 +110,7 @@ class Gateway:
             self._listener = None
         for conn in list(self.connections):
             conn.close("gateway stopping")
+        self.cluster.close()
 
     # ------------------------------------------------------------ dispatch
     def dispatch(self, conn: Connection, frame: memoryview) -> Any:
@@ -155,4 +156,5 @@ class Gateway:
 
     def stats(self) -> dict[str, Any]:
         return {"connections": len(self.connections), "accepted": self.accepted,
-                "closed_bad_frames": self.closed_bad_frames, "uptime_s": time.time() - self.started}
+                "closed_bad_frames": self.closed_bad_frames, "uptime_s": time.time() - self.started,
+                **self.cluster.channel_stats()}
