@@ -13,6 +13,7 @@ import logging
 import os
 import shutil
 import time
+import uuid
 from typing import Any
 
 import ray
@@ -37,6 +38,9 @@ log = logging.getLogger("logan_ray.router")
 ROUTER_NAME = "router"
 METADATA_FILE = "cluster-metadata.json"
 PRODUCER_ID_BLOCK = 1000
+#: Topics created before ids were stored got uuid5(namespace, name); kept for them so
+#: clients that cached those ids keep working.
+LEGACY_TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6761-6e2d-7261-792d-746f70696373")
 
 
 class RouterActor:
@@ -51,6 +55,8 @@ class RouterActor:
         self.maintenance_interval_s = maintenance_interval_s
         self._path = os.path.join(self.data_dir, METADATA_FILE)
         self._meta = self._load()
+        if self._assign_missing_topic_ids():
+            self._save()
         self._handles: dict[tuple[str, int], Any] = {}
         self._gateways: dict[str, tuple[str, int]] = {}
         self._cleaners: dict[str, Any] = {}  # node id -> CleanerActor, started with the first compacted partition
@@ -70,6 +76,12 @@ class RouterActor:
                 return json.loads(f.read())
         except FileNotFoundError:
             return {"version": 1, "topics": {}, "producer_id_next": 0}
+
+    def _assign_missing_topic_ids(self) -> bool:
+        missing = [n for n, t in self._meta["topics"].items() if not t.get("topic_id")]
+        for name in missing:
+            self._meta["topics"][name]["topic_id"] = str(uuid.uuid5(LEGACY_TOPIC_ID_NAMESPACE, name))
+        return bool(missing)
 
     def _save(self) -> None:
         self._meta["producer_id_next"] = self._producer_id_limit
@@ -169,7 +181,10 @@ class RouterActor:
                 raise TopicExistsError(f"topic {name!r} already exists")
             if validate_only:
                 return {"name": name, "partitions": partitions, "config": overrides}
-            t = {"partitions": partitions, "config": overrides, "placement": {}, "created_ms": int(time.time() * 1000)}
+            # A fresh random id, as Kafka assigns: a topic deleted and created again under the
+            # same name is a different topic to clients that address it by id.
+            t = {"partitions": partitions, "config": overrides, "placement": {}, "created_ms": int(time.time() * 1000),
+                 "topic_id": str(uuid.uuid4())}
             self._meta["topics"][name] = t
             for p in range(partitions):
                 self._spawn(name, p, t)
@@ -237,6 +252,7 @@ class RouterActor:
         t = self._topic(name)
         return {
             "name": name,
+            "topic_id": t["topic_id"],
             "partitions": [
                 {"partition": p, "node_id": t["placement"][str(p)]["node_id"],
                  "node_ip": t["placement"][str(p)]["node_ip"], "actor": actor_name(name, p)}
@@ -263,6 +279,15 @@ class RouterActor:
 
         Unknown topics map to None so one call answers a whole Metadata request.
         """
+        routes = await self.route_with_ids(topics, auto_create)
+        return {name: (r["partitions"] if r is not None else None) for name, r in routes.items()}
+
+    async def topic_ids(self) -> dict[str, str]:
+        """{topic name: topic id} of every topic."""
+        return {name: t["topic_id"] for name, t in self._meta["topics"].items()}
+
+    async def route_with_ids(self, topics: list[str] | None = None, auto_create: bool = False) -> dict[str, Any]:
+        """Like ``route``, each topic as {"topic_id", "partitions"} (what a Kafka gateway needs)."""
         names = list(self._meta["topics"]) if topics is None else topics
         out: dict[str, Any] = {}
         for name in names:
@@ -275,8 +300,9 @@ class RouterActor:
             if t is None:
                 out[name] = None
                 continue
-            out[name] = [(self._handles[(name, p)], t["placement"][str(p)]["node_id"])
-                         for p in range(t["partitions"])]
+            out[name] = {"topic_id": t["topic_id"],
+                         "partitions": [(self._handles[(name, p)], t["placement"][str(p)]["node_id"])
+                                        for p in range(t["partitions"])]}
         return out
 
     async def partition(self, topic: str, partition: int, auto_create: bool = False):

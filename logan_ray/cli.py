@@ -155,7 +155,7 @@ def cmd_topic(args: argparse.Namespace) -> int:
     elif args.topic_cmd == "describe":
         info = c.describe_topic(args.name)
         offsets = c.partition_offsets(args.name)
-        print(f"topic {info['name']}: {len(info['partitions'])} partitions")
+        print(f"topic {info['name']}: {len(info['partitions'])} partitions, id {info['topic_id']}")
         for k, v in sorted(c.topic_config(args.name).items()):
             mark = "*" if k in info["config"] else " "
             print(f"  {mark} {k}={v}")

@@ -8,8 +8,8 @@ the segment files with ``os.sendfile``.
 from __future__ import annotations
 
 from .actor import GatewayActor, free_port, gateway_name, start_gateways, stop_gateways
-from .cluster import broker_id, topic_id
+from .cluster import broker_id
 from .server import MAX_FRAME_BYTES, Gateway
 
 __all__ = ["Gateway", "GatewayActor", "MAX_FRAME_BYTES", "broker_id", "free_port", "gateway_name",
-           "start_gateways", "stop_gateways", "topic_id"]
+           "start_gateways", "stop_gateways"]

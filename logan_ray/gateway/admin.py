@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from logan_ray.protocol import errors as codes
 
-from .cluster import error_code, error_message, topic_id
+from .cluster import ZERO_UUID, error_code, error_message
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -34,7 +35,7 @@ async def _topic_configs(gw: "Gateway", name: str) -> list[tuple[str, str, bool]
 # ----------------------------------------------------------------- topics
 async def _create_one(gw: "Gateway", t: dict, validate_only: bool, version: int) -> dict:
     name = t["name"]
-    out = {"name": name, "topic_id": topic_id(name), "error_code": codes.NONE, "error_message": None,
+    out = {"name": name, "topic_id": ZERO_UUID, "error_code": codes.NONE, "error_message": None,
            "num_partitions": -1, "replication_factor": -1, "configs": None}
     partitions = t["num_partitions"]
     if t.get("assignments"):
@@ -46,6 +47,8 @@ async def _create_one(gw: "Gateway", t: dict, validate_only: bool, version: int)
         out["num_partitions"] = len(info["partitions"]) if isinstance(info["partitions"], list) \
             else info["partitions"]
         out["replication_factor"] = 1
+        if info.get("topic_id"):
+            out["topic_id"] = uuid.UUID(info["topic_id"])
         if version >= 5 and not validate_only:
             rows = await _topic_configs(gw, name)
             out["configs"] = [{"name": k, "value": v, "read_only": False, "is_sensitive": False,
@@ -71,12 +74,12 @@ async def create_topics(gw: "Gateway", conn: "Connection", header: Any, body: di
 
 
 async def _failed_create(name: str, code: int, message: str) -> dict:
-    return {"name": name, "topic_id": topic_id(name), "error_code": code, "error_message": message,
+    return {"name": name, "topic_id": ZERO_UUID, "error_code": code, "error_message": message,
             "num_partitions": -1, "replication_factor": -1, "configs": None}
 
 
 async def _delete_one(gw: "Gateway", name: str | None, tid: Any) -> dict:
-    out = {"name": name, "topic_id": tid if tid is not None else (topic_id(name) if name else None),
+    out = {"name": name, "topic_id": tid if tid is not None else ZERO_UUID,
            "error_code": codes.NONE, "error_message": None}
     if name is None:
         name = (await gw.cluster.topic_names([tid]))[tid]
@@ -84,6 +87,13 @@ async def _delete_one(gw: "Gateway", name: str | None, tid: Any) -> dict:
             out["error_code"], out["error_message"] = codes.UNKNOWN_TOPIC_ID, "unknown topic id"
             return out
         out["name"] = name
+    elif gw.cluster.topic_id(name) == ZERO_UUID:
+        try:
+            await gw.cluster.topic(name)  # learn its id for the answer
+        except Exception:
+            pass
+    if out["topic_id"] == ZERO_UUID:
+        out["topic_id"] = gw.cluster.topic_id(name)
     try:
         await gw.cluster.router.delete_topic.remote(name)
     except Exception as e:

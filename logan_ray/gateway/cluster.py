@@ -19,19 +19,14 @@ from logan_ray.protocol import errors as codes
 
 log = logging.getLogger("logan_ray.gateway")
 
-#: Namespace of the deterministic topic ids (uuid5 of the topic name).
-TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6761-6e2d-7261-792d-746f70696373")
 GATEWAYS_TTL_S = 2.0
+#: Kafka's "no topic id" (unknown topics, errors).
+ZERO_UUID = uuid.UUID(int=0)
 
 
 def broker_id(node_id: str) -> int:
     """Kafka broker id of a Ray node: the first 28 bits of its id (stable, non-negative int32)."""
     return int(node_id[:7], 16)
-
-
-def topic_id(name: str) -> uuid.UUID:
-    """A stable topic id every gateway computes the same way, with no shared state."""
-    return uuid.uuid5(TOPIC_ID_NAMESPACE, name)
 
 
 def error_code(exc: BaseException) -> int:
@@ -164,30 +159,33 @@ class Cluster:
         self.cluster_id = cluster_id
         self._routes: dict[str, list[Partition]] = {}
         self._ids: dict[uuid.UUID, str] = {}
+        self._id_of: dict[str, uuid.UUID] = {}
         self._gateways: dict[str, tuple[str, int]] = {}
         self._gateways_at = 0.0
         self._settings: dict[str, Any] | None = None
         self._links: dict[str, _Link] = {}
 
     # ---------------------------------------------------------------- routes
-    def _store(self, name: str, parts: list | None) -> list[Partition] | None:
-        if parts is None:
+    def _store(self, name: str, route: dict | None) -> list[Partition] | None:
+        if route is None:
             self._routes.pop(name, None)
+            self._forget_id(name)
             return None
         routed = [Partition(h, n, n == self.node_id, self._link(h) if n == self.node_id else None)
-                  for h, n in parts]
+                  for h, n in route["partitions"]]
         self._routes[name] = routed
-        self._ids[topic_id(name)] = name
+        self._remember_id(name, uuid.UUID(route["topic_id"]))
         if len(self._links) > 16 + 2 * sum(len(p) for p in self._routes.values()):
             self._drop_unused_links()
         return routed
 
     async def refresh(self, names: list[str] | None, auto_create: bool = False) -> dict[str, list[Partition] | None]:
         """Fresh routes from the router (all topics when ``names`` is None)."""
-        routes = await self.router.route.remote(names, auto_create)
+        routes = await self.router.route_with_ids.remote(names, auto_create)
         if names is None:
             for gone in set(self._routes) - set(routes):
                 self._routes.pop(gone, None)
+                self._forget_id(gone)
         return {name: self._store(name, parts) for name, parts in routes.items()}
 
     async def topic(self, name: str) -> list[Partition] | None:
@@ -235,12 +233,32 @@ class Cluster:
     def forget(self, name: str) -> None:
         self._routes.pop(name, None)
 
+    # ------------------------------------------------------------- topic ids
+    def _remember_id(self, name: str, tid: uuid.UUID) -> None:
+        old = self._id_of.get(name)
+        if old is not None and old != tid:
+            self._ids.pop(old, None)  # the topic was deleted and created again
+        self._id_of[name] = tid
+        self._ids[tid] = name
+
+    def _forget_id(self, name: str) -> None:
+        tid = self._id_of.pop(name, None)
+        if tid is not None:
+            self._ids.pop(tid, None)
+
+    def topic_id(self, name: str) -> uuid.UUID:
+        """The id of a routed topic (known after a refresh), else Kafka's zero id."""
+        return self._id_of.get(name, ZERO_UUID)
+
     async def topic_names(self, ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, str | None]:
-        """Names of topic ids; unknown ids make one router call for the full topic list."""
+        """Names of topic ids; unknown ids make one router call for every topic's id."""
         ids = list(ids)
         if any(i not in self._ids for i in ids):
-            for name in await self.router.list_topics.remote():
-                self._ids[topic_id(name)] = name
+            current = {name: uuid.UUID(tid) for name, tid in (await self.router.topic_ids.remote()).items()}
+            for name in [n for n in self._id_of if n not in current]:
+                self._forget_id(name)
+            for name, tid in current.items():
+                self._remember_id(name, tid)
         return {i: self._ids.get(i) for i in ids}
 
     # --------------------------------------------------------------- brokers

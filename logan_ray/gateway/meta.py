@@ -10,9 +10,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from logan_ray.errors import InvalidTopicError
+from logan_ray.groups import OFFSETS_TOPIC
 from logan_ray.protocol import errors as codes
 
-from .cluster import broker_id, error_code, error_message, topic_id
+from .cluster import ZERO_UUID, broker_id, error_code, error_message
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -91,7 +92,7 @@ async def metadata(gw: "Gateway", conn: "Connection", header: Any, body: dict) -
         parts = routes.get(name)
         if parts is None:
             topics_out.append({"error_code": codes.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
-                               "topic_id": topic_id(name), "partitions": []})
+                               "topic_id": ZERO_UUID, "partitions": []})
             continue
         partitions = []
         for i, p in enumerate(parts):
@@ -104,8 +105,8 @@ async def metadata(gw: "Gateway", conn: "Connection", header: Any, body: dict) -
                 partitions.append({"error_code": codes.LEADER_NOT_AVAILABLE, "partition_index": i,
                                    "leader_id": -1, "leader_epoch": -1, "replica_nodes": [],
                                    "isr_nodes": [], "offline_replicas": []})
-        topics_out.append({"error_code": codes.NONE, "name": name, "topic_id": topic_id(name),
-                           "is_internal": False, "partitions": partitions,
+        topics_out.append({"error_code": codes.NONE, "name": name, "topic_id": cluster.topic_id(name),
+                           "is_internal": name == OFFSETS_TOPIC, "partitions": partitions,
                            "topic_authorized_operations": INT32_MIN})
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cluster.cluster_id,
             "controller_id": cluster.broker_id, "topics": topics_out,

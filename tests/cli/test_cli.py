@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -63,6 +64,7 @@ def test_cli_end_to_end_with_restart(data_dir):
         assert r.returncode == 0 and b"events" in r.stdout
         r = run(data_dir, "topic", "describe", "events")
         assert b"retention.ms=3600000" in r.stdout
+        topic_id = re.search(rb"partitions, id ([0-9a-f-]{36})", r.stdout).group(1)
         # bad input: one clear line, non-zero exit, nothing created
         r = run(data_dir, "topic", "create", "bad name!")
         assert r.returncode == 1 and r.stderr.count(b"\n") == 1 and b"bad name!" in r.stderr
@@ -81,6 +83,7 @@ def test_cli_end_to_end_with_restart(data_dir):
         assert len(r.stdout.splitlines()) == 500 and b"k0=value-0" in r.stdout.splitlines()
         r = run(data_dir, "topic", "describe", "events")
         assert b"retention.ms=3600000" in r.stdout
+        assert b"id " + topic_id in r.stdout  # the topic id is durable
     finally:
         stop(proc)
 
