@@ -16,7 +16,10 @@ Measurements:
 1. produce: confluent-kafka, ``--records`` x 100 B into 1 partition, acks=1,
    ``linger.ms=5``, ``batch.size=1048576``; uncompressed and lz4;
 2. consume the same from offset 0: confluent-kafka (``fetch.queue.backoff.ms=1``)
-   and kcat (``-o beginning -e``, output to /dev/null);
+   and kcat (``-o beginning -e``, output to /dev/null); and, to show what the
+   Python client itself can take, the same confluent-kafka loop timed only
+   after librdkafka has fetched every record into its queue (``client ceiling``:
+   the broker is off the clock);
 3. end-to-end latency: one record per millisecond for ``--latency-seconds``,
    producer ``linger.ms=0``, consumer with default settings; p50/p99;
 4. fetch bandwidth with 100 KiB records: a raw Fetch loop (16 MiB per request,
@@ -173,6 +176,34 @@ def consume_confluent(bootstrap: str, topic: str, n: int) -> float:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
                   "enable.auto.commit": False, "fetch.queue.backoff.ms": 1})
     c.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    started = time.perf_counter()
+    deadline = started + 300
+    while got < n and time.perf_counter() < deadline:
+        for m in c.consume(10000, 1.0):
+            if m.error() is None:
+                got += 1
+    took = time.perf_counter() - started
+    c.close()
+    if got < n:
+        raise RuntimeError(f"consumed {got} of {n}")
+    return took
+
+
+def consume_ceiling(bootstrap: str, topic: str, n: int, prefetch_s: float = 6.0) -> float:
+    """The consume loop of ``consume_confluent`` timed after librdkafka queued all records.
+
+    If this is no faster than ``consume_confluent``, the Python client, not the
+    broker, sets the consume rate. kcat reads 1M records in under a second from
+    either broker, so ``prefetch_s`` leaves ample time to queue them all.
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "fetch.queue.backoff.ms": 1,
+                  "queued.min.messages": n + 1, "queued.max.messages.kbytes": 2_000_000})
+    c.assign([TopicPartition(topic, 0, 0)])
+    time.sleep(prefetch_s)
     got = 0
     started = time.perf_counter()
     deadline = started + 300
@@ -406,6 +437,9 @@ def run(b: Broker, args: argparse.Namespace, only: set[str], record: Callable, w
             took = consume_confluent(b.bootstrap, topic, n)
             record("consume confluent", b, n / took)
             print(f"  round {r}: {b.name:9} consume        {n / took:12,.0f} rec/s", flush=True)
+            took = consume_ceiling(b.bootstrap, topic, n)
+            record("consume confluent, client ceiling", b, n / took)
+            print(f"  round {r}: {b.name:9} client ceiling {n / took:12,.0f} rec/s", flush=True)
             try:
                 took = consume_kcat(b.bootstrap, topic, n)
             except RuntimeError as e:  # Tansu's ApiVersions v3 answer is unreadable for librdkafka 2.0.x
