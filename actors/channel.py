@@ -141,8 +141,8 @@ class FrameReader:
 
 
 # ------------------------------------------------------------------ socket path
-def channel_path(key: str) -> str | None:
-    """A private socket path for ``key`` (a partition's log directory), or None if unusable."""
+def channel_dir() -> str | None:
+    """This user's private directory for channel sockets, or None if it is not private."""
     base = os.path.join(tempfile.gettempdir(), f"logan-ray-{os.getuid()}")
     try:
         os.mkdir(base, 0o700)
@@ -155,9 +155,42 @@ def channel_path(key: str) -> str | None:
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or stat.S_IMODE(st.st_mode) & 0o077:
         log.warning("no node-local channel: %s is not a private directory of this user", base)
         return None
-    name = hashlib.sha1(os.path.realpath(key).encode()).hexdigest()[:24] + ".sock"
-    path = os.path.join(base, name)
+    return base
+
+
+def channel_path(key: str, pid: int | None = None) -> str | None:
+    """The socket path of ``key`` (a partition's log directory) served by process ``pid``.
+
+    The pid in the name lets a new server sweep sockets left by killed processes.
+    """
+    base = channel_dir()
+    if base is None:
+        return None
+    digest = hashlib.sha1(os.path.realpath(key).encode()).hexdigest()[:24]
+    path = os.path.join(base, f"{digest}-{pid or os.getpid()}.sock")
     return path if len(path.encode()) <= MAX_PATH else None
+
+
+def sweep_stale_sockets(base: str) -> int:
+    """Remove sockets whose serving process is gone (SIGKILL leaves them behind); returns how many."""
+    removed = 0
+    for name in os.listdir(base):
+        stem, _, pid = name[:-len(".sock")].rpartition("-") if name.endswith(".sock") else ("", "", "")
+        if not stem or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive (ours or not): leave it
+        except ProcessLookupError:
+            pass
+        except PermissionError:
+            continue
+        try:
+            os.unlink(os.path.join(base, name))
+            removed += 1
+        except OSError:
+            pass
+    return removed
 
 
 # ------------------------------------------------------------------ server side
@@ -241,10 +274,7 @@ async def serve_channel(key: str, methods: dict[str, Callable[..., Awaitable[Any
     path = channel_path(key)
     if path is None:
         return None
-    try:
-        os.unlink(path)  # left by a predecessor that was killed
-    except FileNotFoundError:
-        pass
+    sweep_stale_sockets(os.path.dirname(path))
     old_umask = os.umask(0o177)
     try:
         server = await asyncio.get_running_loop().create_unix_server(lambda: _ServerProtocol(methods), path)

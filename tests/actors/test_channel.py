@@ -143,6 +143,25 @@ def test_socket_is_private_to_this_user(tmp_path):
     run(main())
 
 
+def test_sockets_of_killed_servers_are_swept(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = channel_path(str(tmp_path / "old"), pid=dead.pid)
+    open(stale, "w").close()
+    alive = channel_path(str(tmp_path / "other"), pid=os.getppid())  # a live process: never touched
+    open(alive, "w").close()
+
+    async def main():
+        server = await serve_channel(str(tmp_path), Target().methods())
+        assert not os.path.exists(stale) and os.path.exists(alive)
+        server.close()
+
+    try:
+        run(main())
+    finally:
+        os.unlink(alive)
+
+
 def test_a_bad_frame_closes_only_its_connection(tmp_path):
     async def main():
         server = await serve_channel(str(tmp_path), Target().methods())
