@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from logan_ray.protocol import errors as codes
 
-from .cluster import Partition, error_code, error_message, is_stale_route
+from .cluster import Partition, broker_id, error_code, error_message, is_stale_route
+from .meta import leader_endpoints
 from .connection import FileRanges
 
 if TYPE_CHECKING:
@@ -211,8 +212,9 @@ async def fetch(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> d
                 continue
             if s.part is None:
                 s.result = _partition_result(s.index, codes.UNKNOWN_TOPIC_OR_PARTITION)
-            elif not s.part.local:
+            elif not s.part.local:  # KIP-951: name the right broker
                 s.result = _partition_result(s.index, codes.NOT_LEADER_OR_FOLLOWER)
+                s.result["current_leader"] = {"leader_id": broker_id(s.part.node_id), "leader_epoch": -1}
             else:
                 live.append(s)
     ahead = conn.state.get(_AHEAD)
@@ -239,6 +241,8 @@ async def fetch(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> d
     for topic, slots in groups:
         topic["partitions"] = [s.result for s in slots]
         response["responses"].append(topic)
+    response["node_endpoints"] = await leader_endpoints(
+        gw, [s.result.get("current_leader") for _, slots in groups for s in slots])
     return response
 
 

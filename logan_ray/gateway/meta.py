@@ -38,6 +38,15 @@ async def _brokers(gw: "Gateway") -> tuple[list[dict], set[str]]:
     return brokers, set(gateways)
 
 
+async def leader_endpoints(gw: "Gateway", leaders: list[dict | None]) -> list[dict]:
+    """Endpoints of the brokers named in ``current_leader`` hints (KIP-951); none when no hint."""
+    wanted = {h["leader_id"] for h in leaders if h}
+    if not wanted:
+        return []
+    brokers, _ = await _brokers(gw)
+    return [b for b in brokers if b["node_id"] in wanted]
+
+
 def _check_name(name: Any) -> str | None:
     from logan_ray.actors.topic_names import validate_topic_name
 

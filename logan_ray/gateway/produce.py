@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from logan_ray.protocol import errors as codes
 
-from .cluster import error_code, error_message, is_stale_route
+from .cluster import broker_id, error_code, error_message, is_stale_route
+from .meta import leader_endpoints
 
 if TYPE_CHECKING:
     from .connection import Connection
@@ -47,6 +48,13 @@ def _result(index: int, code: int, message: str | None = None, base_offset: int 
             append_time: int = -1, log_start: int = -1) -> dict:
     return {"index": index, "error_code": code, "base_offset": base_offset, "log_append_time_ms": append_time,
             "log_start_offset": log_start, "record_errors": [], "error_message": message}
+
+
+def _not_leader(index: int, name: str, part: Any) -> dict:
+    """NOT_LEADER_OR_FOLLOWER with the right broker (KIP-951), so the client can go there directly."""
+    out = _result(index, codes.NOT_LEADER_OR_FOLLOWER, f"{name}-{index} is served by another gateway")
+    out["current_leader"] = {"leader_id": broker_id(part.node_id), "leader_epoch": -1}
+    return out
 
 
 def _plain_records(data: Any) -> int | None:
@@ -118,8 +126,7 @@ async def _append_group(gw: "Gateway", name: str, index: int, group: list[_Item]
         return [_result(index, codes.UNKNOWN_TOPIC_OR_PARTITION, f"this server does not host {name}-{index}")
                 for _ in group]
     if not part.local:
-        return [_result(index, codes.NOT_LEADER_OR_FOLLOWER, f"{name}-{index} is served by another gateway")
-                for _ in group]
+        return [_not_leader(index, name, part) for _ in group]
     data = group[0].data if len(group) == 1 else b"".join(item.data for item in group)
     try:
         base, append_time, log_start = await part.call("append", payload=data)
@@ -198,7 +205,8 @@ async def produce(gw: "Gateway", conn: "Connection", header: Any, body: dict) ->
         if failed:
             conn.close(f"acks=0 produce failed: {failed[0]['error_message']}")
         return None
-    return {"responses": out_topics, "throttle_time_ms": 0}
+    return {"responses": out_topics, "throttle_time_ms": 0,
+            "node_endpoints": await leader_endpoints(gw, [r.get("current_leader") for r in results])}
 
 
 # Produce v0-2 are served for record batches (magic 2) only, as Kafka 4 serves none of the
