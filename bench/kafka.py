@@ -170,12 +170,18 @@ def produce(bootstrap: str, topic: str, n: int, compression: str) -> float:
     return took
 
 
-def consume_confluent(bootstrap: str, topic: str, n: int) -> float:
+def consume_confluent(bootstrap: str, topic: str, n: int, *, prefetch_s: float = 0.0,
+                      extra: dict[str, Any] | None = None) -> float:
+    """Seconds for one confluent-kafka consumer to read ``n`` records from offset 0.
+
+    The clock starts after ``prefetch_s`` of sleeping behind ``assign()``.
+    """
     from confluent_kafka import Consumer, TopicPartition
 
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "fetch.queue.backoff.ms": 1})
+                  "enable.auto.commit": False, "fetch.queue.backoff.ms": 1, **(extra or {})})
     c.assign([TopicPartition(topic, 0, 0)])
+    time.sleep(prefetch_s)
     got = 0
     started = time.perf_counter()
     deadline = started + 300
@@ -197,25 +203,8 @@ def consume_ceiling(bootstrap: str, topic: str, n: int, prefetch_s: float = 6.0)
     broker, sets the consume rate. kcat reads 1M records in under a second from
     either broker, so ``prefetch_s`` leaves ample time to queue them all.
     """
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "fetch.queue.backoff.ms": 1,
-                  "queued.min.messages": n + 1, "queued.max.messages.kbytes": 2_000_000})
-    c.assign([TopicPartition(topic, 0, 0)])
-    time.sleep(prefetch_s)
-    got = 0
-    started = time.perf_counter()
-    deadline = started + 300
-    while got < n and time.perf_counter() < deadline:
-        for m in c.consume(10000, 1.0):
-            if m.error() is None:
-                got += 1
-    took = time.perf_counter() - started
-    c.close()
-    if got < n:
-        raise RuntimeError(f"consumed {got} of {n}")
-    return took
+    return consume_confluent(bootstrap, topic, n, prefetch_s=prefetch_s,
+                             extra={"queued.min.messages": n + 1, "queued.max.messages.kbytes": 2_000_000})
 
 
 def consume_kcat(bootstrap: str, topic: str, n: int) -> float:

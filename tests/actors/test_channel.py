@@ -6,6 +6,7 @@ process (to be SIGKILLed), exactly as it runs inside a partition actor.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import signal
@@ -61,70 +62,70 @@ def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 30))
 
 
+@contextlib.asynccontextmanager
+async def connected(tmp_path, target: Target | None = None):
+    """A channel server for ``target`` in this loop and a client connected to it."""
+    server = await serve_channel(str(tmp_path), (target or Target()).methods())
+    client = await ChannelClient.connect(server.path)
+    try:
+        yield server, client
+    finally:
+        client.close()
+        server.close()
+
+
 def test_pipelined_appends_arrive_in_order_with_payloads_intact(tmp_path):
     async def main():
         target = Target()
-        server = await serve_channel(str(tmp_path), target.methods())
-        client = await ChannelClient.connect(server.path)
-        sizes = [1, 100, 70_000, 5 << 20, 3, 300_000, 1 << 20] * 20
-        payloads = [os.urandom(n) for n in sizes]
-        futures = [client.call("append", payload=p) for p in payloads]  # all in flight at once
-        replies = await asyncio.gather(*futures)
-        assert [bytes(p) for p in target.seen] == payloads
-        for i, (reply, p) in enumerate(zip(replies, payloads)):
-            assert reply == [i, len(p), hashlib.sha1(p).hexdigest()]
-        assert client.calls == len(payloads)
-        client.close()
-        server.close()
+        async with connected(tmp_path, target) as (_, client):
+            sizes = [1, 100, 70_000, 5 << 20, 3, 300_000, 1 << 20] * 20
+            payloads = [os.urandom(n) for n in sizes]
+            futures = [client.call("append", payload=p) for p in payloads]  # all in flight at once
+            replies = await asyncio.gather(*futures)
+            assert [bytes(p) for p in target.seen] == payloads
+            for i, (reply, p) in enumerate(zip(replies, payloads)):
+                assert reply == [i, len(p), hashlib.sha1(p).hexdigest()]
+            assert client.calls == len(payloads)
 
     run(main())
 
 
 def test_arguments_and_results_round_trip(tmp_path):
     async def main():
-        server = await serve_channel(str(tmp_path), Target().methods())
-        client = await ChannelClient.connect(server.path)
-        args = [0, -1, 2**62, "topic-ä", None, [["/a/b.log", 0, 61]], b"\x00\xff"]
-        assert await client.call("echo", *args) == args
-        server.close()
-        client.close()
+        async with connected(tmp_path) as (_, client):
+            args = [0, -1, 2**62, "topic-ä", None, [["/a/b.log", 0, 61]], b"\x00\xff"]
+            assert await client.call("echo", *args) == args
 
     run(main())
 
 
 def test_errors_carry_kind_kafka_code_and_message(tmp_path):
     async def main():
-        server = await serve_channel(str(tmp_path), Target().methods())
-        client = await ChannelClient.connect(server.path)
-        with pytest.raises(ChannelError) as info:
-            await client.call("fail", "range")
-        e = info.value
-        assert (e.kind, e.code) == ("OffsetOutOfRangeError", 1)
-        assert error_code(e) == 1 and error_message(e) == "offset 42 is outside [0, 10)"
-        assert not is_stale_route(e)
-        with pytest.raises(ChannelError) as info:
-            await client.call("fail", "big")
-        assert info.value.code == 10 and "max.message.bytes" in str(info.value)
-        with pytest.raises(ChannelError, match="'close_everything' is not served"):
-            await client.call("close_everything")
-        assert await client.call("sleep", 1) == 1  # the connection is still fine
-        server.close()
-        client.close()
+        async with connected(tmp_path) as (_, client):
+            with pytest.raises(ChannelError) as info:
+                await client.call("fail", "range")
+            e = info.value
+            assert (e.kind, e.code) == ("OffsetOutOfRangeError", 1)
+            assert error_code(e) == 1 and error_message(e) == "offset 42 is outside [0, 10)"
+            assert not is_stale_route(e)
+            with pytest.raises(ChannelError) as info:
+                await client.call("fail", "big")
+            assert info.value.code == 10 and "max.message.bytes" in str(info.value)
+            with pytest.raises(ChannelError, match="'close_everything' is not served"):
+                await client.call("close_everything")
+            assert await client.call("sleep", 1) == 1  # the connection is still fine
 
     run(main())
 
 
 def test_replies_may_overtake_slower_requests(tmp_path):
     async def main():
-        server = await serve_channel(str(tmp_path), Target().methods())
-        client = await ChannelClient.connect(server.path)
-        slow = client.call("sleep", 300)
-        fast = client.call("sleep", 1)
-        assert await fast == 1
-        assert not slow.done()  # a long-poll does not hold up the requests behind it
-        assert await slow == 300
-        server.close()
-        client.close()
+        async with connected(tmp_path) as (_, client):
+            slow = client.call("sleep", 300)
+            fast = client.call("sleep", 1)
+            assert await fast == 1
+            assert not slow.done()  # a long-poll does not hold up the requests behind it
+            assert await slow == 300
 
     run(main())
 
