@@ -75,8 +75,9 @@ def encode_frame(header: list, payload: Any = None) -> list[Any]:
 
 class FrameReader:
     """Incremental frame parser for a ``BufferedProtocol``: small frames are parsed from a
-    reused buffer, a large frame is received straight into its own buffer, which then
-    becomes the payload without another copy."""
+    reused buffer; a large frame (a big append, or a reply listing many file slices) is
+    received straight into its own buffer, whose payload part is then handed on without
+    another copy."""
 
     SMALL = 256 * 1024
 
@@ -85,9 +86,9 @@ class FrameReader:
         self._view = memoryview(self._buf)
         self._start = 0
         self._end = 0
-        self._big: bytearray | None = None  # payload being received in place
+        self._big: bytearray | None = None  # header + payload of a large frame being received
         self._big_filled = 0
-        self._big_header: list | None = None
+        self._big_head = 0
 
     def get_buffer(self) -> memoryview:
         if self._big is not None:
@@ -104,35 +105,34 @@ class FrameReader:
             self._big_filled += n
             if self._big_filled < len(self._big):
                 return []
-            frame = (self._big_header, self._big)
-            self._big = self._big_header = None
-            return [frame]
+            big, head = self._big, self._big_head
+            self._big = None
+            header = msgpack.unpackb(memoryview(big)[:head], raw=False)
+            return [(header, memoryview(big)[head:] if len(big) > head else None)]
         self._end += n
         frames = []
-        buf = self._buf
+        view = self._view
         while self._end - self._start >= 8:
             pos = self._start
-            size, head_len = _LEN.unpack_from(buf, pos)
-            if size > MAX_FRAME or head_len > size - 4 or head_len > self.SMALL - 8:
+            size, head_len = _LEN.unpack_from(self._buf, pos)
+            if size > MAX_FRAME or head_len > size - 4:
                 raise ValueError(f"bad channel frame (size {size}, header {head_len})")
-            have = self._end - pos - 4
-            head_at = pos + 8
-            payload_at = head_at + head_len
+            body_at = pos + 8
             frame_end = pos + 4 + size
-            if have >= size:
-                header = msgpack.unpackb(self._view[head_at:payload_at], raw=False)
-                payload = bytes(self._view[payload_at:frame_end]) if frame_end > payload_at else None
+            if frame_end <= self._end:
+                payload_at = body_at + head_len
+                header = msgpack.unpackb(view[body_at:payload_at], raw=False)
+                payload = bytes(view[payload_at:frame_end]) if frame_end > payload_at else None
                 frames.append((header, payload))
                 self._start = frame_end
                 continue
-            if self._end >= payload_at and size + 4 > self.SMALL // 4:
-                # header is here, the payload is large: receive the rest in place
-                header = msgpack.unpackb(self._view[head_at:payload_at], raw=False)
-                big = bytearray(frame_end - payload_at)
-                got = self._end - payload_at
-                big[:got] = self._view[payload_at:self._end]
+            if size + 4 > self.SMALL // 4:
+                # receive the rest of this large frame in place
+                big = bytearray(size - 4)
+                got = self._end - body_at
+                big[:got] = view[body_at:self._end]
                 self._start = self._end = 0
-                self._big, self._big_filled, self._big_header = big, got, header
+                self._big, self._big_filled, self._big_head = big, got, head_len
                 return frames
             break
         if self._start == self._end:

@@ -95,6 +95,9 @@ def test_arguments_and_results_round_trip(tmp_path):
         async with connected(tmp_path) as (_, client):
             args = [0, -1, 2**62, "topic-ä", None, [["/a/b.log", 0, 61]], b"\x00\xff"]
             assert await client.call("echo", *args) == args
+            # a reply far larger than the read buffer: e.g. a locate over many tiny segments
+            slices = [[f"/data/t-0/{i:020d}.log", 0, 1024] for i in range(40_000)]
+            assert await client.call("echo", slices) == [slices]
 
     run(main())
 
@@ -182,7 +185,8 @@ def test_a_bad_frame_closes_only_its_connection(tmp_path):
 
 def test_frame_reader_splits_frames_at_any_byte():
     frames = [([1, "append", [], True], os.urandom(200_000)), ([2, "echo", [1, 2], False], None),
-              ([3, "append", [], True], b"xy")]
+              ([3, "append", [], True], b"xy"), ([4, "echo", ["x" * 300_000], False], None),
+              ([5, "append", ["y" * 100_000], True], os.urandom(70_000))]
     wire = b"".join(b"".join(bytes(c) for c in encode_frame(h, p)) for h, p in frames)
     for step in (1, 7, 4096, 65536, len(wire)):
         reader = FrameReader()
