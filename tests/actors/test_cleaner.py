@@ -72,7 +72,7 @@ def partition_dir(client, topic: str, partition: int = 0) -> str:
 
 def test_compact_on_demand_keeps_the_latest_value_of_every_key(client, broker_dir, topic_name, capsys):
     client.create_topic(topic_name, partitions=1, config=COMPACT)
-    producer = client.producer(linger_ms=1)
+    producer = client.producer(linger_ms=1, batch_size=4096)  # small batches: the mid-log consumer stops mid-log
     rnd = random.Random(1)
     sent = []
     for i in range(3000):
