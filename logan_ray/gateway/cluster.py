@@ -99,6 +99,12 @@ class _Link:
             return self.client
 
 
+def _quiet(fut: "asyncio.Future") -> None:
+    """Errors of a background channel opening show up again on first use; drop them here."""
+    if not fut.cancelled():
+        fut.exception()
+
+
 class Partition:
     """One routed partition: actor handle, node, and whether this gateway serves it."""
 
@@ -173,6 +179,9 @@ class Cluster:
             return None
         routed = [Partition(h, n, n == self.node_id, self._link(h) if n == self.node_id else None)
                   for h, n in route["partitions"]]
+        for p in routed:  # open the channels now, so a client's first produce or fetch doesn't wait
+            if p.local and p._link.client is None and not p._link.lock.locked():
+                asyncio.ensure_future(p._link.get(p.handle)).add_done_callback(_quiet)
         self._routes[name] = routed
         self._remember_id(name, uuid.UUID(route["topic_id"]))
         if len(self._links) > 16 + 2 * sum(len(p) for p in self._routes.values()):
