@@ -275,15 +275,12 @@ async def serve_channel(key: str, methods: dict[str, Callable[..., Awaitable[Any
     if path is None:
         return None
     sweep_stale_sockets(os.path.dirname(path))
-    old_umask = os.umask(0o177)
     try:
         server = await asyncio.get_running_loop().create_unix_server(lambda: _ServerProtocol(methods), path)
     except OSError as e:
         log.warning("no node-local channel at %s: %s", path, e)
         return None
-    finally:
-        os.umask(old_umask)
-    os.chmod(path, 0o600)
+    os.chmod(path, 0o600)  # the 0700 directory already keeps other users out; this is belt and braces
     return ChannelServer(server, path)
 
 
