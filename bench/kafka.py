@@ -416,19 +416,18 @@ def main() -> int:
 def run(b: Broker, args: argparse.Namespace, only: set[str], record: Callable, workdir: str, r: int) -> None:
     n = args.records
     tag = uuid.uuid4().hex[:6]
+
+    def rate(metric: str, label: str, took: float) -> None:
+        record(metric, b, n / took)
+        print(f"  round {r}: {b.name:9} {label:14} {n / took:12,.0f} rec/s", flush=True)
+
     if only & {"produce", "consume"}:
         topic = f"bench-{tag}"
         create_topic(b.bootstrap, topic)
-        took = produce(b.bootstrap, topic, n, "none")
-        record("produce", b, n / took)
-        print(f"  round {r}: {b.name:9} produce        {n / took:12,.0f} rec/s", flush=True)
+        rate("produce", "produce", produce(b.bootstrap, topic, n, "none"))
         if "consume" in only:
-            took = consume_confluent(b.bootstrap, topic, n)
-            record("consume confluent", b, n / took)
-            print(f"  round {r}: {b.name:9} consume        {n / took:12,.0f} rec/s", flush=True)
-            took = consume_ceiling(b.bootstrap, topic, n)
-            record("consume confluent, client ceiling", b, n / took)
-            print(f"  round {r}: {b.name:9} client ceiling {n / took:12,.0f} rec/s", flush=True)
+            rate("consume confluent", "consume", consume_confluent(b.bootstrap, topic, n))
+            rate("consume confluent, client ceiling", "client ceiling", consume_ceiling(b.bootstrap, topic, n))
             try:
                 took = consume_kcat(b.bootstrap, topic, n)
             except RuntimeError as e:  # Tansu's ApiVersions v3 answer is unreadable for librdkafka 2.0.x
@@ -436,13 +435,10 @@ def run(b: Broker, args: argparse.Namespace, only: set[str], record: Callable, w
                 print(f"  round {r}: {b.name:9} consume kcat   failed: {str(e).strip().splitlines()[-1][:150]}",
                       flush=True)
             else:
-                record("consume kcat", b, n / took)
-                print(f"  round {r}: {b.name:9} consume kcat   {n / took:12,.0f} rec/s", flush=True)
+                rate("consume kcat", "consume kcat", took)
         topic = f"bench-lz4-{tag}"
         create_topic(b.bootstrap, topic)
-        took = produce(b.bootstrap, topic, n, "lz4")
-        record("produce lz4", b, n / took)
-        print(f"  round {r}: {b.name:9} produce lz4    {n / took:12,.0f} rec/s", flush=True)
+        rate("produce lz4", "produce lz4", produce(b.bootstrap, topic, n, "lz4"))
     if "latency" in only:
         topic = f"bench-lat-{tag}"
         create_topic(b.bootstrap, topic)

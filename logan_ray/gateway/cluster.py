@@ -99,8 +99,10 @@ class _Link:
             return self.client
 
 
-def _quiet(fut: "asyncio.Future") -> None:
-    """Errors of a background channel opening show up again on first use; drop them here."""
+def ignore_outcome(fut: "asyncio.Future") -> None:
+    """Done-callback for a future nobody awaits any more: retrieve its error so asyncio
+    does not log it (a background channel opening fails again on first use, an unused
+    read-ahead or long-poll simply ends)."""
     if not fut.cancelled():
         fut.exception()
 
@@ -116,11 +118,18 @@ class Partition:
         self.local = local
         self._link = link
 
+    def leader_hint(self) -> dict:
+        """KIP-951 ``current_leader`` for a NOT_LEADER_OR_FOLLOWER answer: the broker to go to."""
+        return {"leader_id": broker_id(self.node_id), "leader_epoch": -1}
+
     async def call(self, method: str, *args: Any, payload: Any = None) -> Any:
         """Call a partition actor method: over the node-local channel when there is one, else by Ray."""
-        client = await self._link.get(self.handle) if self._link is not None else None
+        link = self._link
+        client = link.client if link is not None else None
+        if link is not None and (client is None or client.closed):
+            client = await link.get(self.handle)
         if client is not None:
-            self._link.calls += 1
+            link.calls += 1
             return await client.call(method, *args, payload=payload)
         if payload is not None:
             args = (*args, payload)
@@ -181,7 +190,7 @@ class Cluster:
                   for h, n in route["partitions"]]
         for p in routed:  # open the channels now, so a client's first produce or fetch doesn't wait
             if p.local and p._link.client is None and not p._link.lock.locked():
-                asyncio.ensure_future(p._link.get(p.handle)).add_done_callback(_quiet)
+                asyncio.ensure_future(p._link.get(p.handle)).add_done_callback(ignore_outcome)
         self._routes[name] = routed
         self._remember_id(name, uuid.UUID(route["topic_id"]))
         if len(self._links) > 16 + 2 * sum(len(p) for p in self._routes.values()):

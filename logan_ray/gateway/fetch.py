@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from logan_ray.protocol import errors as codes
 
-from .cluster import Partition, broker_id, error_code, error_message, is_stale_route
+from .cluster import Partition, error_code, error_message, ignore_outcome, is_stale_route
 from .meta import leader_endpoints
 from .connection import FileRanges
 
@@ -111,7 +111,7 @@ async def _take_ahead(ahead: dict, slot: _Slot, max_bytes: int, min_bytes: int):
         return None
     offset, limit, future = entry
     if offset != slot.offset or limit != max_bytes:
-        future.add_done_callback(_ignore)
+        future.add_done_callback(ignore_outcome)
         return None
     try:
         slices, hw, log_start = await future
@@ -151,7 +151,7 @@ def _read_ahead(conn: "Connection", slot: _Slot, max_bytes: int) -> None:
     ahead = conn.state.setdefault(_AHEAD, {})
     old = ahead.pop((slot.topic, slot.index), None)
     if old is not None:
-        old[2].add_done_callback(_ignore)
+        old[2].add_done_callback(ignore_outcome)
     future = asyncio.ensure_future(slot.part.call("locate", nxt, max_bytes, 0, 0))
     ahead[(slot.topic, slot.index)] = (nxt, max_bytes, future)
 
@@ -165,12 +165,7 @@ async def _wait_any(slots: list[_Slot], timeout_s: float) -> None:
     finally:
         for w in waits:  # the actor-side waits end by themselves on the next append or timeout
             if not w.done():
-                w.add_done_callback(_ignore)
-
-
-def _ignore(fut: asyncio.Future) -> None:
-    if not fut.cancelled():
-        fut.exception()
+                w.add_done_callback(ignore_outcome)
 
 
 async def fetch(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
@@ -214,7 +209,7 @@ async def fetch(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> d
                 s.result = _partition_result(s.index, codes.UNKNOWN_TOPIC_OR_PARTITION)
             elif not s.part.local:  # KIP-951: name the right broker
                 s.result = _partition_result(s.index, codes.NOT_LEADER_OR_FOLLOWER)
-                s.result["current_leader"] = {"leader_id": broker_id(s.part.node_id), "leader_epoch": -1}
+                s.result["current_leader"] = s.part.leader_hint()
             else:
                 live.append(s)
     ahead = conn.state.get(_AHEAD)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from logan_ray.protocol import errors as codes
 
-from .cluster import broker_id, error_code, error_message, is_stale_route
+from .cluster import error_code, error_message, is_stale_route
 from .meta import leader_endpoints
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def _result(index: int, code: int, message: str | None = None, base_offset: int 
 def _not_leader(index: int, name: str, part: Any) -> dict:
     """NOT_LEADER_OR_FOLLOWER with the right broker (KIP-951), so the client can go there directly."""
     out = _result(index, codes.NOT_LEADER_OR_FOLLOWER, f"{name}-{index} is served by another gateway")
-    out["current_leader"] = {"leader_id": broker_id(part.node_id), "leader_epoch": -1}
+    out["current_leader"] = part.leader_hint()
     return out
 
 
