@@ -19,6 +19,7 @@ import ray
 from logan_ray.storage.batch_header import HEADER, HEADER_SIZE, BatchHeader, iter_headers, validate_batch
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.log import PartitionLog
+from logan_ray.storage.partition_dir import claim, mark_for_deletion, remove_marked
 from logan_ray.storage.producer_state import OutOfOrderSequenceError, ProducerStateTable
 
 from .channel import ChannelServer, serve_channel
@@ -31,19 +32,54 @@ HEADER_SCAN_WINDOW = 8 << 20  # read size when rebuilding idempotence state from
 SEQUENCE_WAIT_S = 5.0  # how long a batch that arrived early waits for its predecessor
 
 
+CONFIG_LOAD_TIMEOUT_S = 120.0  # a restarting router answers once it has re-read its metadata
+
+
 def actor_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+
+
+def load_topic_config(router_name: str, topic: str, partition: int, topic_id: str) -> dict[str, Any]:
+    """The effective config of ``topic`` from the router's durable metadata.
+
+    Fails (so the actor does not start) when the topic is gone or is another
+    topic of the same name: a deleted topic's partition must not come back.
+    """
+    deadline = time.monotonic() + CONFIG_LOAD_TIMEOUT_S
+    while True:
+        try:
+            router = ray.get_actor(router_name, namespace=NAMESPACE)
+            break
+        except ValueError:  # the router is being replaced: wait for the new one
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+    return ray.get(router.partition_config.remote(topic, partition, topic_id), timeout=CONFIG_LOAD_TIMEOUT_S)
 
 
 class PartitionActor:
     """Append, read, locate and long-poll on one partition log."""
 
-    def __init__(self, topic: str, partition: int, directory: str, config: dict[str, Any],
+    def __init__(self, topic: str, partition: int, directory: str, topic_id: str, router_name: str,
                  maintenance_interval_s: float = 300.0) -> None:
+        """Open the partition; Ray runs this again on every restart (crash, OOM kill).
+
+        The config is asked of the router (the durable topic metadata: defaults plus
+        overrides) on every start, never taken from arguments, which Ray replays
+        unchanged and would bring back the creation-time config after an alter.
+        The folder is claimed for ``topic_id`` first: a folder of an earlier topic
+        of the same name is removed, never served.
+        """
         self.topic = topic
         self.partition = partition
         self.directory = directory
+        self.topic_id = topic_id
         started = time.perf_counter()
+        config = load_topic_config(router_name, topic, partition, topic_id)
+        stale = claim(directory, topic_id)
+        if stale is not None:
+            log.warning("partition %s-%d: removed the folder of an earlier topic %s of the same name", topic,
+                        partition, stale)
         self._log = PartitionLog(directory, TopicConfig.from_dict(config))
         self._producers = ProducerStateTable.rebuild(self._tail_headers())
         self._new_data: asyncio.Event | None = None
@@ -196,6 +232,14 @@ class PartitionActor:
     async def reconfigure(self, config: dict[str, Any]) -> None:
         self._log.update_config(TopicConfig.from_dict(config))
 
+    async def config(self) -> dict[str, str]:
+        """The config this partition's log runs with now."""
+        return self._log.config.to_dict()
+
+    async def identity(self) -> tuple[str, str]:
+        """(topic id, node id): which topic this actor serves, and where."""
+        return self.topic_id, ray.get_runtime_context().get_node_id()
+
     async def flush(self) -> int:
         self._log.flush()
         return self._log.log_end_offset
@@ -260,10 +304,14 @@ class PartitionActor:
         self._log.close()
 
     async def delete(self) -> None:
+        """Remove the folder: renamed out of the way first (one durable step), then removed, here on
+        the partition's own node. A crash in between leaves only a ``-delete`` folder."""
         if self._maintenance is not None:
             self._maintenance.cancel()
         self._close_channel()
-        self._log.delete()
+        doomed = mark_for_deletion(self.directory)
+        self._log.delete()  # closes the files; the folder's name is already free
+        remove_marked(doomed)
 
     # ---------------------------------------------------------------- helpers
     def _close_channel(self) -> None:

@@ -4,6 +4,14 @@ One detached, named actor per logan-ray cluster. Its metadata (topics, partition
 counts, config overrides, placement) is written atomically under the data dir,
 so a restarted broker re-creates every partition actor on the node that holds
 its files, and each partition recovers its own log from disk.
+
+A partition lives where its files are, and only there: when its node is gone the
+partition is offline (LEADER_NOT_AVAILABLE, naming the node it waits for) until a
+node with that id or address is back; it is never re-created empty elsewhere.
+Topic deletion is recorded in the metadata first and then carried out on each
+partition's node (rename to ``-delete``, then remove), under the router's lock,
+so a crash at any step finishes the deletion later and never resurrects records.
+The router holds an exclusive lock on the data dir for as long as it runs.
 """
 from __future__ import annotations
 
@@ -11,7 +19,7 @@ import asyncio
 import json
 import logging
 import os
-import shutil
+import signal
 import time
 import uuid
 from typing import Any
@@ -23,12 +31,15 @@ from logan_ray.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
+    LeaderNotAvailableError,
     TopicExistsError,
     UnknownPartitionError,
     UnknownTopicError,
 )
 from logan_ray.storage.atomic import atomic_write
 from logan_ray.storage.config import TopicConfig
+from logan_ray.storage.dir_lock import DataDirLock
+from logan_ray.storage.partition_dir import delete_partition_dir, sweep_deleted
 
 from .partition import NAMESPACE, actor_name, partition_actor_class
 from .topic_names import validate_topic_name
@@ -38,6 +49,9 @@ log = logging.getLogger("logan_ray.router")
 ROUTER_NAME = "router"
 METADATA_FILE = "cluster-metadata.json"
 PRODUCER_ID_BLOCK = 1000
+LOCK_WAIT_S = 5.0  # a router restarted after SIGKILL waits this long for its predecessor's lock to drop
+WATCH_INTERVAL_S = 2.0  # how often nodes are checked for partitions to take offline or bring back
+DELETE_TIMEOUT_S = 60.0
 #: Topics created before ids were stored got uuid5(namespace, name); kept for them so
 #: clients that cached those ids keep working.
 LEGACY_TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6761-6e2d-7261-792d-746f70696373")
@@ -49,33 +63,48 @@ class RouterActor:
                  cleaner_interval_s: float = 15.0) -> None:
         self.data_dir = os.path.abspath(os.path.expanduser(data_dir))
         os.makedirs(self.data_dir, exist_ok=True)
+        self._dir_lock = DataDirLock(self.data_dir).acquire(wait_s=LOCK_WAIT_S)
+        sweep_deleted(self.data_dir)
         self.auto_create_topics = auto_create_topics
         self.num_partitions = num_partitions
         self.topic_defaults = TopicConfig.from_dict(topic_defaults or {}).to_dict()
         self.maintenance_interval_s = maintenance_interval_s
         self._path = os.path.join(self.data_dir, METADATA_FILE)
         self._meta = self._load()
-        if self._assign_missing_topic_ids():
-            self._save()
         self._handles: dict[tuple[str, int], Any] = {}
+        self._offline: dict[tuple[str, int], dict[str, str]] = {}  # partition -> the node it waits for
+        self._alive: dict[str, str] = {}  # node id -> address of every alive Ray node
         self._gateways: dict[str, tuple[str, int]] = {}
         self._cleaners: dict[str, Any] = {}  # node id -> CleanerActor, started with the first compacted partition
         self.cleaner_interval_s = cleaner_interval_s
         self._lock = asyncio.Lock()
+        self._watch: asyncio.Task | None = None
+        self._crash_at: str | None = None
+        self._refresh_nodes()
+        changed = self._assign_missing_topic_ids() | self._add_internal_topics()
         self._producer_id_next = self._meta.get("producer_id_next", 0)
         self._producer_id_limit = self._producer_id_next
         for topic, t in self._meta["topics"].items():
             for p in range(t["partitions"]):
+                changed |= self._place(topic, p, t)
+        if changed:
+            self._save()
+        for topic, t in self._meta["topics"].items():
+            for p in range(t["partitions"]):
                 self._spawn(topic, p, t)
+        if ray.get_runtime_context().was_current_actor_reconstructed:
+            self._push_configs()  # a crash may have come between saving an alter and telling the partitions
         log.info("router up: %d topics from %s", len(self._meta["topics"]), self._path)
 
     # ---------------------------------------------------------------- storage
     def _load(self) -> dict[str, Any]:
         try:
             with open(self._path, "rb") as f:
-                return json.loads(f.read())
+                meta = json.loads(f.read())
         except FileNotFoundError:
-            return {"version": 1, "topics": {}, "producer_id_next": 0}
+            meta = {"version": 1, "topics": {}, "producer_id_next": 0}
+        meta.setdefault("deleting", [])
+        return meta
 
     def _assign_missing_topic_ids(self) -> bool:
         missing = [n for n, t in self._meta["topics"].items() if not t.get("topic_id")]
@@ -83,47 +112,196 @@ class RouterActor:
             self._meta["topics"][name]["topic_id"] = str(uuid.uuid5(LEGACY_TOPIC_ID_NAMESPACE, name))
         return bool(missing)
 
+    def _add_internal_topics(self) -> bool:
+        """Create ``__consumer_offsets`` with the broker, not when the first group asks for it:
+        starting its partitions takes seconds of CPU that would otherwise stall live traffic."""
+        from .group_coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG
+
+        if OFFSETS_TOPIC in self._meta["topics"]:
+            return False
+        self._meta["topics"][OFFSETS_TOPIC] = self._new_topic(OFFSETS_PARTITIONS, dict(OFFSETS_TOPIC_CONFIG))
+        return True
+
     def _save(self) -> None:
         self._meta["producer_id_next"] = self._producer_id_limit
         atomic_write(self._path, json.dumps(self._meta, indent=1, sort_keys=True).encode())
 
+    def _crash_point(self, step: str) -> None:
+        """Test hook: die here by SIGKILL when a test asked for it (``set_crash_point``)."""
+        if self._crash_at == step:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    async def set_crash_point(self, step: str | None) -> None:
+        """Tests only: SIGKILL this router at ``step`` ("deletion-recorded") to prove crash safety."""
+        self._crash_at = step
+
     # -------------------------------------------------------------- placement
+    def _refresh_nodes(self) -> dict[str, str]:
+        self._alive = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
+        return self._alive
+
     def _choose_node(self) -> dict[str, str]:
         """Least-loaded alive node (by partitions placed), ties broken by node order."""
-        nodes = [n for n in ray.nodes() if n.get("Alive")]
-        load = {n["NodeID"]: 0 for n in nodes}
+        load = {node: 0 for node in self._alive}
         for t in self._meta["topics"].values():
             for place in t.get("placement", {}).values():
                 if place.get("node_id") in load:
                     load[place["node_id"]] += 1
-        best = min(nodes, key=lambda n: load[n["NodeID"]])
-        return {"node_id": best["NodeID"], "node_ip": best["NodeManagerAddress"]}
+        best = min(load, key=lambda node: load[node])
+        return {"node_id": best, "node_ip": self._alive[best]}
 
-    def _resolve_node(self, place: dict[str, str] | None) -> dict[str, str]:
-        """The node that holds a partition's files: same id, else same address, else least loaded."""
-        nodes = [n for n in ray.nodes() if n.get("Alive")]
-        if place:
-            for n in nodes:
-                if n["NodeID"] == place.get("node_id"):
-                    return place
-            for n in nodes:
-                if n["NodeManagerAddress"] == place.get("node_ip"):
-                    return {"node_id": n["NodeID"], "node_ip": n["NodeManagerAddress"]}
-        return self._choose_node()
+    def _resolve_node(self, place: dict[str, str]) -> dict[str, str] | None:
+        """The alive node that holds a partition's files: the same node, else a node at the same
+        address (the node restarted: new id, same disk); None while neither is up."""
+        if place["node_id"] in self._alive:
+            return place
+        for node, ip in sorted(self._alive.items()):
+            if ip == place.get("node_ip"):
+                return {"node_id": node, "node_ip": ip}
+        return None
+
+    def _place(self, topic: str, partition: int, t: dict[str, Any]) -> bool:
+        """Fix where a partition lives; True when its recorded placement changed (save it).
+
+        A new partition goes to the least-loaded node; an existing one follows its
+        files only (a restarted node at the same address), never to another machine.
+        """
+        placement = t.setdefault("placement", {})
+        place = placement.get(str(partition))
+        if place is None:
+            placement[str(partition)] = self._choose_node()
+            return True
+        resolved = self._resolve_node(place)
+        if resolved is not None and resolved != place:
+            placement[str(partition)] = resolved
+            return True
+        return False
 
     def _spawn(self, topic: str, partition: int, t: dict[str, Any]):
-        place = self._resolve_node(t.setdefault("placement", {}).get(str(partition)))
-        t["placement"][str(partition)] = place
-        config = {**self.topic_defaults, **t.get("config", {})}
+        """Start (or find) the partition's actor on its node; None (offline) while that node is gone."""
+        key = (topic, partition)
+        place = t["placement"][str(partition)]
+        if place["node_id"] not in self._alive:
+            self._handles.pop(key, None)
+            if key not in self._offline:
+                log.warning("partition %s-%d is offline: its node %s (%s) is gone; waiting for it", topic,
+                            partition, place["node_id"], place.get("node_ip"))
+            self._offline[key] = place
+            return None
+        self._offline.pop(key, None)
         handle = partition_actor_class().options(
             name=actor_name(topic, partition), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
             scheduling_strategy=NodeAffinitySchedulingStrategy(place["node_id"], soft=False),
-        ).remote(topic, partition, os.path.join(self.data_dir, f"{topic}-{partition}"), config,
+        ).remote(topic, partition, os.path.join(self.data_dir, f"{topic}-{partition}"), t["topic_id"], ROUTER_NAME,
                  self.maintenance_interval_s)
-        self._handles[(topic, partition)] = handle
-        if "compact" in str(config.get("cleanup.policy", "")):
+        self._handles[key] = handle
+        if self._effective(t).compacts:
             self._ensure_cleaner(place["node_id"])
         return handle
+
+    def _effective(self, t: dict[str, Any]) -> TopicConfig:
+        return TopicConfig.from_dict({**self.topic_defaults, **t.get("config", {})})
+
+    def _push_configs(self) -> None:
+        for (topic, _p), handle in self._handles.items():
+            handle.reconfigure.remote(self._effective(self._meta["topics"][topic]).to_dict())
+
+    async def partition_config(self, topic: str, partition: int, topic_id: str) -> dict[str, str]:
+        """The effective config a starting partition actor opens its log with (defaults + overrides)."""
+        t = self._meta["topics"].get(topic)
+        if t is None or t["topic_id"] != topic_id or not 0 <= partition < t["partitions"]:
+            raise UnknownTopicError(f"partition {topic}-{partition} of topic id {topic_id} does not exist "
+                                    "(deleted, or another topic of that name)")
+        return self._effective(t).to_dict()
+
+    # ------------------------------------------------------------ node watch
+    def _watching(self) -> None:
+        if self._watch is None or self._watch.done():
+            self._watch = asyncio.get_running_loop().create_task(self._watch_nodes())
+
+    async def _watch_nodes(self) -> None:
+        """Take partitions offline when their node dies, bring them back when it returns, and finish
+        deletions that waited for a node."""
+        while True:
+            try:
+                await self._check_nodes()
+            except Exception:
+                log.exception("router: node check failed")
+            await asyncio.sleep(WATCH_INTERVAL_S)
+
+    async def _check_nodes(self) -> None:
+        self._refresh_nodes()
+        async with self._lock:
+            changed = False
+            for (topic, p) in list(self._handles):
+                place = self._meta["topics"][topic]["placement"][str(p)]
+                if place["node_id"] not in self._alive:
+                    changed |= self._place(topic, p, self._meta["topics"][topic])
+                    self._spawn(topic, p, self._meta["topics"][topic])  # offline, or back at the same address
+            for (topic, p) in list(self._offline):
+                t = self._meta["topics"].get(topic)
+                if t is None:
+                    self._offline.pop((topic, p), None)
+                    continue
+                changed |= self._place(topic, p, t)
+                if self._spawn(topic, p, t) is not None:
+                    log.info("partition %s-%d is back on node %s", topic, p, t["placement"][str(p)]["node_id"])
+            if changed:
+                self._save()
+            if self._meta["deleting"]:
+                await self._finish_deletions()
+
+    # -------------------------------------------------------------- deletion
+    async def _finish_deletions(self, name: str | None = None) -> None:
+        """Carry out the recorded deletions (of ``name``, or all) whose node is up. Caller holds the lock."""
+        todo = [e for e in self._meta["deleting"] if name is None or e["topic"] == name]
+        if not todo:
+            return
+        done = await asyncio.gather(*(self._delete_partition(e) for e in todo), return_exceptions=True)
+        finished = [e for e, ok in zip(todo, done) if ok is True]
+        for e, ok in zip(todo, done):
+            if isinstance(ok, BaseException):
+                log.warning("deleting partition %s-%d failed (will retry): %s", e["topic"], e["partition"], ok)
+        if finished:
+            self._meta["deleting"] = [e for e in self._meta["deleting"] if e not in finished]
+            self._save()
+
+    async def _delete_partition(self, e: dict[str, Any]) -> bool:
+        """Remove one deleted partition's actor and folder, on its node; False while the node is gone."""
+        topic, p = e["topic"], e["partition"]
+        name = actor_name(topic, p)
+        self._offline.pop((topic, p), None)
+        handle = self._handles.pop((topic, p), None)
+        place = self._resolve_node(e)
+        if place is None:
+            return False
+        if handle is None:
+            try:
+                handle = ray.get_actor(name, namespace=NAMESPACE)
+            except ValueError:
+                handle = None
+        removed = False
+        if handle is not None:
+            try:
+                topic_id, _node = await asyncio.wait_for(handle.identity.remote(), DELETE_TIMEOUT_S)
+            except Exception:  # dead or stuck: its folder is removed below
+                topic_id = e["topic_id"]
+            if topic_id != e["topic_id"]:
+                handle = None  # a newer topic of the same name: not ours to stop
+            else:
+                try:
+                    await asyncio.wait_for(handle.delete.remote(), DELETE_TIMEOUT_S)
+                    removed = True
+                except Exception as exc:
+                    log.info("partition %s-%d did not delete its folder itself (%s); removing it", topic, p, exc)
+                ray.kill(handle, no_restart=True)
+                await _name_released(name)
+        if not removed:
+            directory = os.path.join(self.data_dir, f"{topic}-{p}")
+            await _remove_partition_dir.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(place["node_id"], soft=False),
+            ).remote(directory, e["topic_id"])
+        return True
 
     # -------------------------------------------------------------- cleaners
     def _ensure_cleaner(self, node_id: str):
@@ -143,7 +321,7 @@ class RouterActor:
         """(topic, partition, handle) of the compacted partitions placed on ``node_id``."""
         out = []
         for topic, t in self._meta["topics"].items():
-            if not TopicConfig.from_dict({**self.topic_defaults, **t.get("config", {})}).compacts:
+            if not self._effective(t).compacts:
                 continue
             for p in range(t["partitions"]):
                 if t["placement"][str(p)]["node_id"] == node_id and (topic, p) in self._handles:
@@ -153,20 +331,28 @@ class RouterActor:
     async def compact(self, name: str, roll: bool = False) -> list[dict[str, Any]]:
         """Clean every partition of a compacted topic now, each by the cleaner of its node."""
         t = self._topic(name)
-        effective = TopicConfig.from_dict({**self.topic_defaults, **t.get("config", {})})
+        effective = self._effective(t)
         if not effective.compacts:
             raise InvalidConfigError(f"topic {name!r} has cleanup.policy={effective.cleanup_policy}; "
                                      "compaction needs 'compact' in it")
         calls = [self._ensure_cleaner(t["placement"][str(p)]["node_id"]).compact.remote(
-                 name, p, self._handles[(name, p)], roll) for p in range(t["partitions"])]
+                 name, p, self._live(name, p), roll) for p in range(t["partitions"])]
         return list(await asyncio.gather(*calls))
 
     async def cleaners(self) -> dict[str, Any]:
         return dict(self._cleaners)
 
     # ------------------------------------------------------------------ admin
+    @staticmethod
+    def _new_topic(partitions: int, overrides: dict[str, str]) -> dict[str, Any]:
+        # A fresh random id, as Kafka assigns: a topic deleted and created again under the
+        # same name is a different topic to clients that address it by id.
+        return {"partitions": partitions, "config": overrides, "placement": {}, "created_ms": int(time.time() * 1000),
+                "topic_id": str(uuid.uuid4())}
+
     async def create_topic(self, name: str, partitions: int | None = None, config: dict[str, Any] | None = None,
                            replication_factor: int = -1, validate_only: bool = False) -> dict[str, Any]:
+        self._watching()
         validate_topic_name(name)
         partitions = self.num_partitions if partitions in (None, -1) else partitions
         if not isinstance(partitions, int) or partitions < 1:
@@ -181,29 +367,44 @@ class RouterActor:
                 raise TopicExistsError(f"topic {name!r} already exists")
             if validate_only:
                 return {"name": name, "partitions": partitions, "config": overrides}
-            # A fresh random id, as Kafka assigns: a topic deleted and created again under the
-            # same name is a different topic to clients that address it by id.
-            t = {"partitions": partitions, "config": overrides, "placement": {}, "created_ms": int(time.time() * 1000),
-                 "topic_id": str(uuid.uuid4())}
+            await self._finish_deletions(name)  # an earlier topic of this name goes completely first
+            self._refresh_nodes()
+            t = self._new_topic(partitions, overrides)
             self._meta["topics"][name] = t
             for p in range(partitions):
-                self._spawn(name, p, t)
+                self._place(name, p, t)
             self._save()
-        await asyncio.gather(*(self._handles[(name, p)].offsets.remote() for p in range(partitions)))
+            for p in range(partitions):
+                self._spawn(name, p, t)
+            await self._check_identities(name, t)
         return self._describe(name)
 
+    async def _check_identities(self, name: str, t: dict[str, Any]) -> None:
+        """Wait until the new partitions are up; an actor of an earlier topic of the same name that
+        outlived a crash is stopped and replaced, never reused."""
+        parts = [p for p in range(t["partitions"]) if (name, p) in self._handles]
+        ids = await asyncio.gather(*(self._handles[(name, p)].identity.remote() for p in parts))
+        for p, (topic_id, _node) in zip(parts, ids):
+            if topic_id != t["topic_id"]:
+                log.warning("partition %s-%d: stopping a leftover actor of topic id %s", name, p, topic_id)
+                ray.kill(self._handles.pop((name, p)), no_restart=True)
+                await _name_released(actor_name(name, p))
+                await self._spawn(name, p, t).identity.remote()
+
     async def delete_topic(self, name: str) -> None:
+        """Record the deletion durably, then remove each partition (rename to ``-delete``, then remove)
+        on its node, all under the lock; a partition whose node is gone is removed when it returns."""
+        self._watching()
         async with self._lock:
             t = self._meta["topics"].get(name)
             if t is None:
                 raise UnknownTopicError(f"topic {name!r} does not exist")
-            handles = [self._handles.pop((name, p)) for p in range(t["partitions"])]
             del self._meta["topics"][name]
+            self._meta["deleting"] += [{"topic": name, "partition": p, "topic_id": t["topic_id"],
+                                        **t["placement"][str(p)]} for p in range(t["partitions"])]
             self._save()
-        await asyncio.gather(*(h.delete.remote() for h in handles), return_exceptions=True)
-        for p, h in enumerate(handles):
-            ray.kill(h, no_restart=True)
-            shutil.rmtree(os.path.join(self.data_dir, f"{name}-{p}"), ignore_errors=True)
+            self._crash_point("deletion-recorded")
+            await self._finish_deletions(name)
 
     async def create_partitions(self, name: str, total: int, validate_only: bool = False) -> dict[str, Any]:
         async with self._lock:
@@ -212,15 +413,22 @@ class RouterActor:
                 raise InvalidPartitionsError(
                     f"topic {name!r} has {t['partitions']} partitions; the new count must be larger, got {total!r}")
             if not validate_only:
-                for p in range(t["partitions"], total):
-                    self._spawn(name, p, t)
+                self._refresh_nodes()
+                old = t["partitions"]
+                for p in range(old, total):
+                    self._place(name, p, t)
                 t["partitions"] = total
                 self._save()
+                for p in range(old, total):
+                    self._spawn(name, p, t)
         return self._describe(name)
 
     async def alter_config(self, name: str, changes: dict[str, Any], incremental: bool = True,
                            validate_only: bool = False) -> dict[str, str]:
-        """Set (or with value None, remove) overrides; non-incremental replaces them all, as AlterConfigs does."""
+        """Set (or with value None, remove) overrides; non-incremental replaces them all, as AlterConfigs does.
+
+        Saved before the partitions hear of it: a partition that restarts meanwhile reads the new config.
+        """
         async with self._lock:
             t = self._topic(name)
             overrides = dict(t.get("config", {})) if incremental else {}
@@ -234,11 +442,12 @@ class RouterActor:
                 return overrides
             t["config"] = overrides
             self._save()
-        await asyncio.gather(*(self._handles[(name, p)].reconfigure.remote(effective.to_dict())
-                               for p in range(t["partitions"])))
+        handles = [self._handles[(name, p)] for p in range(t["partitions"]) if (name, p) in self._handles]
+        await asyncio.gather(*(h.reconfigure.remote(effective.to_dict()) for h in handles), return_exceptions=True)
         if effective.compacts:
             for p in range(t["partitions"]):
-                self._ensure_cleaner(t["placement"][str(p)]["node_id"])
+                if (name, p) in self._handles:
+                    self._ensure_cleaner(t["placement"][str(p)]["node_id"])
         return overrides
 
     # ---------------------------------------------------------------- lookups
@@ -248,6 +457,17 @@ class RouterActor:
             raise UnknownTopicError(f"topic {name!r} does not exist")
         return t
 
+    def _live(self, topic: str, partition: int):
+        """The partition's actor, or LeaderNotAvailableError naming the node it waits for."""
+        handle = self._handles.get((topic, partition))
+        if handle is None:
+            place = self._offline.get((topic, partition)) or self._meta["topics"][topic]["placement"][str(partition)]
+            raise LeaderNotAvailableError(
+                f"partition {topic}-{partition} is offline: its log is on node {place['node_id']} "
+                f"({place.get('node_ip')}), which is gone; it is served again when that node returns",
+                place["node_id"], place.get("node_ip"))
+        return handle
+
     def _describe(self, name: str) -> dict[str, Any]:
         t = self._topic(name)
         return {
@@ -255,7 +475,8 @@ class RouterActor:
             "topic_id": t["topic_id"],
             "partitions": [
                 {"partition": p, "node_id": t["placement"][str(p)]["node_id"],
-                 "node_ip": t["placement"][str(p)]["node_ip"], "actor": actor_name(name, p)}
+                 "node_ip": t["placement"][str(p)]["node_ip"], "actor": actor_name(name, p),
+                 "online": (name, p) in self._handles}
                 for p in range(t["partitions"])
             ],
             "config": dict(t.get("config", {})),
@@ -267,17 +488,18 @@ class RouterActor:
     async def topic_config(self, name: str) -> list[tuple[str, str, bool]]:
         """(name, value, is_default) for every config key, as DescribeConfigs reports it."""
         t = self._topic(name)
-        merged = {**self.topic_defaults, **t.get("config", {})}
-        cfg = TopicConfig.from_dict(merged)
+        cfg = self._effective(t)
         return [(k, v, k not in t.get("config", {})) for k, v in cfg.to_dict().items()]
 
     async def list_topics(self) -> list[str]:
+        self._watching()
         return sorted(self._meta["topics"])
 
     async def route(self, topics: list[str] | None = None, auto_create: bool = False) -> dict[str, Any]:
         """Partition handles and nodes for ``topics`` (all when None); auto-creates when allowed.
 
-        Unknown topics map to None so one call answers a whole Metadata request.
+        Unknown topics map to None so one call answers a whole Metadata request. An offline
+        partition's handle is None and its node is the one it waits for.
         """
         routes = await self.route_with_ids(topics, auto_create)
         return {name: (r["partitions"] if r is not None else None) for name, r in routes.items()}
@@ -288,6 +510,7 @@ class RouterActor:
 
     async def route_with_ids(self, topics: list[str] | None = None, auto_create: bool = False) -> dict[str, Any]:
         """Like ``route``, each topic as {"topic_id", "partitions"} (what a Kafka gateway needs)."""
+        self._watching()
         names = list(self._meta["topics"]) if topics is None else topics
         out: dict[str, Any] = {}
         for name in names:
@@ -301,7 +524,7 @@ class RouterActor:
                 out[name] = None
                 continue
             out[name] = {"topic_id": t["topic_id"],
-                         "partitions": [(self._handles[(name, p)], t["placement"][str(p)]["node_id"])
+                         "partitions": [(self._handles.get((name, p)), t["placement"][str(p)]["node_id"])
                                         for p in range(t["partitions"])]}
         return out
 
@@ -312,29 +535,48 @@ class RouterActor:
             raise UnknownTopicError(f"topic {topic!r} does not exist")
         if not 0 <= partition < len(parts):
             raise UnknownPartitionError(f"topic {topic!r} has no partition {partition} (it has {len(parts)})")
-        return parts[partition][0]
+        return self._live(topic, partition)
 
     async def offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         t = self._topic(topic)
-        res = await asyncio.gather(*(self._handles[(topic, p)].offsets.remote() for p in range(t["partitions"])))
+        handles = [self._live(topic, p) for p in range(t["partitions"])]
+        res = await asyncio.gather(*(h.offsets.remote() for h in handles))
         return {p: tuple(r) for p, r in enumerate(res)}
 
     async def status(self) -> list[dict[str, Any]]:
+        """One row per partition: its log's stats, or for an offline one the node it waits for."""
+        self._watching()
         rows = []
         for topic, t in sorted(self._meta["topics"].items()):
-            stats = await asyncio.gather(*(self._handles[(topic, p)].stats.remote() for p in range(t["partitions"])))
-            rows.extend(stats)
+            keys = [(topic, p) for p in range(t["partitions"])]
+            stats = await asyncio.gather(*(self._handles[k].stats.remote() for k in keys if k in self._handles),
+                                         return_exceptions=True)
+            live = iter(stats)
+            for k in keys:
+                s = next(live) if k in self._handles else None
+                if isinstance(s, dict):
+                    rows.append(s)
+                    continue
+                place = t["placement"][str(k[1])]
+                rows.append({"topic": topic, "partition": k[1], "node_id": place["node_id"],
+                             "node_ip": place.get("node_ip"), "offline": True,
+                             "waiting_for": f"node {place['node_id']} ({place.get('node_ip')})",
+                             "log_start_offset": None, "log_end_offset": None, "size_bytes": None,
+                             "segment_count": None})
         return rows
 
     # --------------------------------------------------------------- gateways
     async def register_gateway(self, node_id: str, host: str, port: int) -> None:
+        self._watching()
         self._gateways[node_id] = (host, port)
 
     async def unregister_gateway(self, node_id: str) -> None:
         self._gateways.pop(node_id, None)
 
     async def gateways(self) -> dict[str, tuple[str, int]]:
-        return dict(self._gateways)
+        """The gateways of alive nodes (a node that died took its gateway with it)."""
+        self._watching()
+        return {node: ep for node, ep in self._gateways.items() if node in self._alive}
 
     async def settings(self) -> dict[str, Any]:
         return {"data_dir": self.data_dir, "auto_create_topics": self.auto_create_topics,
@@ -364,6 +606,26 @@ class RouterActor:
         for h in handles:
             ray.kill(h, no_restart=True)
         self._handles.clear()
+        if self._watch is not None:
+            self._watch.cancel()
+        self._dir_lock.release()  # the next broker on this data dir may start now
+
+
+async def _name_released(name: str, timeout: float = 30.0) -> None:
+    """Wait until a killed actor's name is free, so the next one of that name is a new actor."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ray.get_actor(name, namespace=NAMESPACE)
+        except ValueError:
+            return
+        await asyncio.sleep(0.05)
+
+
+@ray.remote(num_cpus=0, max_retries=3)
+def _remove_partition_dir(directory: str, topic_id: str) -> bool:
+    """Runs on the partition's node: remove its folder if it still belongs to topic ``topic_id``."""
+    return delete_partition_dir(directory, topic_id)
 
 
 def router_actor_class():

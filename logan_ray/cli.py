@@ -129,6 +129,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     for col in ("topic", "partition", "node", "log start", "log end", "size", "segments"):
         table.add_column(col, justify="right" if col not in ("topic", "node") else "left")
     for r in rows:
+        if r.get("offline"):  # its node is gone; the router names the node it waits for
+            table.add_row(r["topic"], str(r["partition"]), f"offline: waiting for {r['waiting_for']}", "-", "-",
+                          "-", "-")
+            continue
         table.add_row(r["topic"], str(r["partition"]), r["node_id"][:12], str(r["log_start_offset"]),
                       str(r["log_end_offset"]), _human(r["size_bytes"]), str(r["segment_count"]))
     Console().print(table)

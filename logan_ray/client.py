@@ -106,12 +106,25 @@ def ensure_router(data_dir: str | None = None, **router_kwargs: Any):
         return ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
     except ValueError:
         pass
+    from logan_ray.actors.router import LOCK_WAIT_S
+    from logan_ray.storage.dir_lock import DataDirLock
+
+    data_dir = os.path.abspath(os.path.expanduser(data_dir or default_data_dir()))
+    os.makedirs(data_dir, exist_ok=True)
+    # The router (created on this node) holds the data dir's lock; asking for it here first
+    # turns "another broker has it" into a clear DataDirLockedError instead of a dead actor.
+    DataDirLock(data_dir).acquire(wait_s=LOCK_WAIT_S).release()
     node = ray.get_runtime_context().get_node_id()
     router = router_actor_class().options(
         name=ROUTER_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
         scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-    ).remote(data_dir or default_data_dir(), **router_kwargs)
+    ).remote(data_dir, **router_kwargs)
     get(router.list_topics.remote())  # wait until it is up (and has re-created partitions)
+    from logan_ray.actors.group_coordinator import ensure_group_coordinator
+
+    # With the broker, not with the first consumer group: the coordinator replays
+    # __consumer_offsets now, while no traffic waits behind it.
+    ensure_group_coordinator()
     return router
 
 
@@ -131,7 +144,12 @@ def connect(address: str | None = None, data_dir: str | None = None, *, embedded
             return Client(ray.get_actor(ROUTER_NAME, namespace=NAMESPACE))
         except ValueError:
             raise NotRunningError("Ray is running but logan-ray is not; start it with `logan-ray start`") from None
-    router = ensure_router(data_dir, **router_kwargs)
+    try:
+        router = ensure_router(data_dir, **router_kwargs)
+    except BaseException:
+        if owns_ray:  # e.g. the data dir is another broker's: leave no Ray behind
+            ray.shutdown()
+        raise
     return Client(router, owns_ray=owns_ray)
 
 
@@ -148,8 +166,10 @@ class Client:
         return get(self.router.create_topic.remote(name, partitions, config))
 
     def delete_topic(self, name: str) -> None:
-        get(self.router.delete_topic.remote(name))
-        self._routes.pop(name, None)
+        try:
+            get(self.router.delete_topic.remote(name))
+        finally:  # also when the call failed: the topic may be gone anyway
+            self._routes.pop(name, None)
 
     def describe_topic(self, name: str) -> dict[str, Any]:
         return get(self.router.describe_topic.remote(name))
@@ -189,7 +209,8 @@ class Client:
 
     # ---------------------------------------------------------------- routing
     def partitions(self, topic: str, auto_create: bool = False, refresh: bool = False) -> list:
-        """[(actor handle, node id)] per partition, cached until ``refresh``."""
+        """[(actor handle, node id)] per partition, cached until ``refresh``; an offline partition's
+        handle is None and its node id the node it waits for."""
         if refresh or topic not in self._routes:
             routes = get(self.router.route.remote([topic], auto_create))
             if routes[topic] is None:
@@ -202,10 +223,12 @@ class Client:
         from .errors import UnknownPartitionError
 
         parts = self.partitions(topic)
-        if not 0 <= partition < len(parts):
+        if not 0 <= partition < len(parts) or parts[partition][0] is None:
             parts = self.partitions(topic, refresh=True)
             if not 0 <= partition < len(parts):
                 raise UnknownPartitionError(f"topic {topic!r} has no partition {partition} (it has {len(parts)})")
+        if parts[partition][0] is None:  # offline: the router's LeaderNotAvailableError names the awaited node
+            return get(self.router.partition.remote(topic, partition))
         return parts[partition][0]
 
     # -------------------------------------------------------------- factories

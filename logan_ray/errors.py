@@ -16,6 +16,7 @@ from logan_ray.storage.errors import (  # noqa: F401  (re-exported)
     RecordTooLargeError,
     UnsupportedCompressionError,
 )
+from logan_ray.storage.dir_lock import DataDirLockedError  # noqa: F401  (re-exported)
 
 
 class UnknownTopicError(LoganError):
@@ -46,6 +47,24 @@ class InvalidPartitionsError(LoganError):
 
 class InvalidReplicationFactorError(LoganError):
     code = 38  # INVALID_REPLICATION_FACTOR
+
+
+class LeaderNotAvailableError(LoganError):
+    """The partition's node is gone: its log lives there and nowhere else, so it waits for that node.
+
+    ``node_id``/``node_ip`` name the awaited node. Retriable: it is served again once the node returns.
+    """
+
+    code = 5  # LEADER_NOT_AVAILABLE
+    retriable = True
+
+    def __init__(self, message: str = "", node_id: str | None = None, node_ip: str | None = None) -> None:
+        super().__init__(message)
+        self.node_id = node_id
+        self.node_ip = node_ip
+
+    def __reduce__(self):  # keep the node through Ray's pickling
+        return (type(self), (str(self), self.node_id, self.node_ip))
 
 
 class RequestTimedOutError(LoganError):

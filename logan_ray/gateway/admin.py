@@ -231,6 +231,8 @@ async def delete_records(gw: "Gateway", conn: "Connection", header: Any, body: d
             part = await gw.cluster.partition(name, p["partition_index"])
             if part is None:
                 out["error_code"] = codes.UNKNOWN_TOPIC_OR_PARTITION
+            elif part.offline:
+                out["error_code"] = codes.LEADER_NOT_AVAILABLE
             elif not part.local:
                 out["error_code"] = codes.NOT_LEADER_OR_FOLLOWER
             else:

@@ -118,6 +118,11 @@ class Partition:
         self.local = local
         self._link = link
 
+    @property
+    def offline(self) -> bool:
+        """Its node is gone and it waits for it (LEADER_NOT_AVAILABLE); ``node_id`` is that node."""
+        return self.handle is None
+
     def leader_hint(self) -> dict:
         """KIP-951 ``current_leader`` for a NOT_LEADER_OR_FOLLOWER answer: the broker to go to."""
         return {"leader_id": broker_id(self.node_id), "leader_epoch": -1}
@@ -186,7 +191,8 @@ class Cluster:
             self._routes.pop(name, None)
             self._forget_id(name)
             return None
-        routed = [Partition(h, n, n == self.node_id, self._link(h) if n == self.node_id else None)
+        routed = [Partition(h, n, h is not None and n == self.node_id,
+                            self._link(h) if h is not None and n == self.node_id else None)
                   for h, n in route["partitions"]]
         for p in routed:  # open the channels now, so a client's first produce or fetch doesn't wait
             if p.local and p._link.client is None and not p._link.lock.locked():
@@ -216,8 +222,8 @@ class Cluster:
     async def partition(self, name: str, index: int) -> Partition | None:
         """The routed partition, or None when the topic or partition does not exist."""
         parts = await self.topic(name)
-        if parts is not None and not 0 <= index < len(parts):
-            parts = (await self.refresh([name]))[name]  # maybe partitions were added
+        if parts is not None and (not 0 <= index < len(parts) or parts[index].offline):
+            parts = (await self.refresh([name]))[name]  # maybe partitions were added, or its node is back
         if parts is None or not 0 <= index < len(parts):
             return None
         return parts[index]
@@ -231,7 +237,7 @@ class Cluster:
 
     def _drop_unused_links(self) -> None:
         """Close the channels of actors no route points to any more (deleted topics)."""
-        used = {p.handle._actor_id.hex() for parts in self._routes.values() for p in parts if p.local}
+        used = {p.handle._actor_id.hex() for parts in self._routes.values() for p in parts if p.local}  # local: online
         for key in [k for k in self._links if k not in used]:
             link = self._links.pop(key)
             if link.client is not None:

@@ -207,6 +207,8 @@ async def fetch(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> d
                 continue
             if s.part is None:
                 s.result = _partition_result(s.index, codes.UNKNOWN_TOPIC_OR_PARTITION)
+            elif s.part.offline:
+                s.result = _partition_result(s.index, codes.LEADER_NOT_AVAILABLE)
             elif not s.part.local:  # KIP-951: name the right broker
                 s.result = _partition_result(s.index, codes.NOT_LEADER_OR_FOLLOWER)
                 s.result["current_leader"] = s.part.leader_hint()
@@ -279,6 +281,9 @@ async def _list_one(part: Partition | None, index: int, timestamp: int) -> dict:
            "offset": -1, "leader_epoch": -1}
     if part is None:
         out["error_code"] = codes.UNKNOWN_TOPIC_OR_PARTITION
+        return out
+    if part.offline:
+        out["error_code"] = codes.LEADER_NOT_AVAILABLE
         return out
     if not part.local:
         out["error_code"] = codes.NOT_LEADER_OR_FOLLOWER

@@ -105,7 +105,12 @@ async def metadata(gw: "Gateway", conn: "Connection", header: Any, body: dict) -
             continue
         partitions = []
         for i, p in enumerate(parts):
-            if p.node_id in alive:
+            if p.offline:  # its node is gone: the one replica is offline until that node returns
+                gone = broker_id(p.node_id)
+                partitions.append({"error_code": codes.LEADER_NOT_AVAILABLE, "partition_index": i,
+                                   "leader_id": -1, "leader_epoch": -1, "replica_nodes": [gone],
+                                   "isr_nodes": [], "offline_replicas": [gone]})
+            elif p.node_id in alive:
                 leader = broker_id(p.node_id)
                 partitions.append({"error_code": codes.NONE, "partition_index": i, "leader_id": leader,
                                    "leader_epoch": -1, "replica_nodes": [leader], "isr_nodes": [leader],

@@ -125,6 +125,9 @@ async def _append_group(gw: "Gateway", name: str, index: int, group: list[_Item]
     if part is None:
         return [_result(index, codes.UNKNOWN_TOPIC_OR_PARTITION, f"this server does not host {name}-{index}")
                 for _ in group]
+    if part.offline:
+        return [_result(index, codes.LEADER_NOT_AVAILABLE, f"{name}-{index} waits for its node {part.node_id}")
+                for _ in group]
     if not part.local:
         return [_not_leader(index, name, part) for _ in group]
     data = group[0].data if len(group) == 1 else b"".join(item.data for item in group)
