@@ -554,10 +554,16 @@ class RouterActor:
             live = iter(stats)
             for k in keys:
                 s = next(live) if k in self._handles else None
+                place = t["placement"][str(k[1])]
                 if isinstance(s, dict):
                     rows.append(s)
                     continue
-                place = t["placement"][str(k[1])]
+                if isinstance(s, BaseException):  # not (yet) known to be offline: say what failed
+                    rows.append({"topic": topic, "partition": k[1], "node_id": place["node_id"],
+                                 "node_ip": place.get("node_ip"), "error": str(s).splitlines()[0],
+                                 "log_start_offset": None, "log_end_offset": None, "size_bytes": None,
+                                 "segment_count": None})
+                    continue
                 rows.append({"topic": topic, "partition": k[1], "node_id": place["node_id"],
                              "node_ip": place.get("node_ip"), "offline": True,
                              "waiting_for": f"node {place['node_id']} ({place.get('node_ip')})",

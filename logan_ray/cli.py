@@ -133,6 +133,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             table.add_row(r["topic"], str(r["partition"]), f"offline: waiting for {r['waiting_for']}", "-", "-",
                           "-", "-")
             continue
+        if r.get("error"):
+            table.add_row(r["topic"], str(r["partition"]), f"unavailable: {r['error']}", "-", "-", "-", "-")
+            continue
         table.add_row(r["topic"], str(r["partition"]), r["node_id"][:12], str(r["log_start_offset"]),
                       str(r["log_end_offset"]), _human(r["size_bytes"]), str(r["segment_count"]))
     Console().print(table)
