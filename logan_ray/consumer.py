@@ -278,6 +278,9 @@ class Consumer:
                     self._absorb(tp, pos, ref)
             if not self._has_buffered() and time.monotonic() >= deadline:
                 break
+        if self._has_buffered():
+            # the next fetches travel while the caller decodes and handles these records
+            self._prefetch(min(self._max_wait_ms, max(0, timeout_ms)))
         return True
 
     def _has_buffered(self) -> bool:

