@@ -6,6 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
+# The compiled record codec (storage/_codec.c, built by pip below) needs a C compiler and Python's headers.
+if ! command -v cc >/dev/null 2>&1 || ! "$PY" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends gcc libc6-dev python3-dev >/dev/null
+fi
+
 extras="."
 [ "${1:-}" = "--test" ] && extras=".[test]"
 "$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e "$extras"
