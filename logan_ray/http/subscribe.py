@@ -12,6 +12,7 @@ import json
 import time
 from typing import AsyncIterator, Literal, Optional
 
+import ray
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
@@ -35,9 +36,16 @@ STREAM_POLL_MS = 500
 async def subscribe(request: Request) -> Response:
     backend = current()
     req = parse(SubscribeRequest, await read_body(request, backend.max_body_bytes))
-    actor = await backend.actor(req.topic, req.partition)
-    offset = await start_offset(actor, req.offset, req.timestamp, req.position)
-    chunk = await fetch(actor, offset, req.max_bytes, req.timeout_ms, req.max_records, req.encoding)
+    for attempt in (1, 2):
+        actor = await backend.actor(req.topic, req.partition)
+        try:
+            offset = await start_offset(actor, req.offset, req.timestamp, req.position)
+            chunk = await fetch(actor, offset, req.max_bytes, req.timeout_ms, req.max_records, req.encoding)
+            break
+        except ray.exceptions.RayActorError:
+            if attempt == 2:
+                raise
+            backend.forget(req.topic)  # the topic was deleted (or re-created) since its route was cached
     text = (f'{{"topic":{json.dumps(req.topic)},"partition":{req.partition},"records":[{",".join(chunk.records)}],'
             f'"next_offset":{chunk.next_offset},"high_watermark":{chunk.high_watermark},'
             f'"log_start_offset":{chunk.log_start_offset}}}')

@@ -28,6 +28,7 @@ function spark(key, label, unit, color) {
   const h = history[key] || [], w = 260, ht = 60;
   const now = h.length ? h[h.length - 1][0] : 0, max = Math.max(1, ...h.map(p => p[1]));
   const pts = h.map(([t, v]) => [w - (now - t) / KEEP_MS * w, ht - 2 - v / max * (ht - 6)]);
+  if (pts.length === 1) pts.unshift([0, pts[0][1]]);  // one sample so far: a flat line up to it
   const path = pts.map((p, i) => (i ? "L" : "M") + p[0].toFixed(1) + "," + p[1].toFixed(1)).join("");
   const last = h.length ? h[h.length - 1][1] : 0;
   return `<div class="chart">${esc(label)}: <b>${fmt(last)}</b> ${unit} (max ${fmt(max)})
@@ -48,7 +49,8 @@ function render(state) {
     if (dt > 0 && was !== undefined) consumed[o.topic + "/" + o.partition] = (consumed[o.topic + "/" + o.partition] || 0) + Math.max(0, o.committed - was) / dt;
   }
   let html = "", records = 0, size = 0, partitions = 0;
-  for (const tp of state.topics) {
+  const topics = state.topics.slice().sort((a, b) => a.name.startsWith("__") - b.name.startsWith("__"));  // internal last
+  for (const tp of topics) {
     let inRate = 0, outRate = 0, rows = "";
     for (const p of tp.partitions) {
       const k = tp.name + "/" + p.partition, b = before[k];
