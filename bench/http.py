@@ -32,6 +32,8 @@ import time
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# This file is named http.py: drop its folder from the path, or `import http.client` (httpx) would find it.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
 sys.path.insert(0, os.path.dirname(HERE))
 
 from bench.machine import describe  # noqa: E402
