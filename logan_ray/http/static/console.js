@@ -28,12 +28,13 @@ function spark(key, label, unit, color) {
   const h = history[key] || [], w = 260, ht = 60;
   const now = h.length ? h[h.length - 1][0] : 0, max = Math.max(1, ...h.map(p => p[1]));
   const pts = h.map(([t, v]) => [w - (now - t) / KEEP_MS * w, ht - 2 - v / max * (ht - 6)]);
-  if (pts.length === 1) pts.unshift([0, pts[0][1]]);  // one sample so far: a flat line up to it
   const path = pts.map((p, i) => (i ? "L" : "M") + p[0].toFixed(1) + "," + p[1].toFixed(1)).join("");
   const last = h.length ? h[h.length - 1][1] : 0;
+  const end = pts[pts.length - 1];  // the latest sample, marked so a fresh page shows something
+  const dot = end ? `<circle cx="${end[0] - 3}" cy="${end[1].toFixed(1)}" r="3" fill="${color}"/>` : "";
   return `<div class="chart">${esc(label)}: <b>${fmt(last)}</b> ${unit} (max ${fmt(max)})
     <svg width="${w}" height="${ht}" viewBox="0 0 ${w} ${ht}" role="img" aria-label="${esc(label)}">
-    <path d="${path}" fill="none" stroke="${color}" stroke-width="1.5"/></svg></div>`;
+    <path d="${path}" fill="none" stroke="${color}" stroke-width="1.5"/>${dot}</svg></div>`;
 }
 
 function render(state) {
