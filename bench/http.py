@@ -12,6 +12,8 @@ the median of the rounds is printed. Records are 100 B values, one partition.
    after another; Kafka: confluent-kafka, acks=1, ``linger.ms=5``, 1 MiB batches;
 2. single-record publish: ``--singles`` requests of one record each, one at a
    time (acks=all), latency p50/p99; Kafka: one ``produce`` + ``flush`` per record;
+   and, as the floor under it, ``GET /console/console.js`` (a static file: Serve's proxy
+   and the replica, no logan-ray call);
 3. streaming read of the ``--records`` from offset 0: ``GET /stream/{topic}/0``
    (chunked NDJSON) read with httpx, records counted by line; Kafka: confluent-kafka
    consumer from the beginning.
@@ -115,6 +117,19 @@ def http_single_publish(http, topic: str, n: int) -> tuple[float, float, float]:
     return n / elapsed, q[49] * 1e3, q[98] * 1e3
 
 
+def http_round_trip(http, n: int) -> tuple[float, float, float]:
+    """A static file from the app: what Serve's proxy and the replica cost before any logan-ray work."""
+    lat = []
+    started = time.perf_counter()
+    for _ in range(n):
+        t = time.perf_counter()
+        assert http.get("/console/console.js").status_code == 200
+        lat.append(time.perf_counter() - t)
+    elapsed = time.perf_counter() - started
+    q = statistics.quantiles(lat, n=100)
+    return n / elapsed, q[49] * 1e3, q[98] * 1e3
+
+
 def http_stream(http, topic: str, n: int) -> float:
     got = 0
     started = time.perf_counter()
@@ -203,6 +218,7 @@ def main() -> None:
                 results.setdefault("http stream read", []).append(http_stream(http, ht, args.records))
                 results.setdefault("kafka consume", []).append(kafka_consume(broker.bootstrap, kt, args.records))
                 results.setdefault("http single publish", []).append(http_single_publish(http, ht, args.singles))
+                results.setdefault("http GET static file", []).append(http_round_trip(http, args.singles))
                 results.setdefault("kafka single publish", []).append(
                     kafka_single_publish(broker.bootstrap, kt, args.singles))
                 for t in (ht, kt):
@@ -215,7 +231,7 @@ def main() -> None:
     print()
     for name in ("http batched publish", "kafka publish", "http stream read", "kafka consume"):
         print(f"{name:24s} {statistics.median(results[name]):>12,.0f} records/s")
-    for name in ("http single publish", "kafka single publish"):
+    for name in ("http single publish", "http GET static file", "kafka single publish"):
         runs = results[name]
         print(f"{name:24s} {statistics.median(r[0] for r in runs):>12,.0f} records/s   "
               f"p50 {statistics.median(r[1] for r in runs):.2f} ms   p99 {statistics.median(r[2] for r in runs):.2f} ms")
