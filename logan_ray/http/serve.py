@@ -3,9 +3,15 @@ from __future__ import annotations
 
 import logging
 
+from logan_ray.errors import LoganError
+
 from .settings import HttpSettings
 
 APP_NAME = "logan-ray-http"
+
+
+class HttpStartError(LoganError):
+    """Ray Serve could not start the HTTP API (address in use, bad host...)."""
 log = logging.getLogger("logan_ray.http")
 
 
@@ -36,8 +42,15 @@ def start_http(settings: HttpSettings) -> str:
     """
     from ray import serve
 
-    serve.start(proxy_location="HeadOnly", http_options={"host": settings.host, "port": settings.port})
-    serve.run(_deployment(settings), name=APP_NAME, route_prefix=settings.route_prefix, blocking=False)
+    try:
+        serve.start(proxy_location="HeadOnly", http_options={"host": settings.host, "port": settings.port})
+        serve.run(_deployment(settings), name=APP_NAME, route_prefix=settings.route_prefix, blocking=False)
+    except Exception as e:  # e.g. the port is taken: one clear line for the CLI, not Serve's traceback
+        stop_http()
+        cause = getattr(e, "cause", None) or e
+        raise HttpStartError(f"cannot serve the HTTP API on {settings.host}:{settings.port}: "
+                             f"{str(cause).strip().splitlines()[-1]} (choose another with --http HOST:PORT, "
+                             f"or --http off)") from None
     return settings.url
 
 

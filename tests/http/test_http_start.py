@@ -68,3 +68,20 @@ def test_bad_http_setting_is_one_clear_line_and_nothing_starts(tmp_path):
                        capture_output=True, timeout=60)
     assert r.returncode == 1 and r.stderr.count(b"\n") == 1 and b"--http" in r.stderr
     assert not os.path.exists(tmp_path / "d" / "broker.json")
+
+
+@pytest.mark.slow
+def test_taken_http_port_is_one_clear_line_and_a_non_zero_exit(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        r = subprocess.run([*CLI, "--data-dir", str(tmp_path / "d"), "start", "--foreground", "--port", "0",
+                            "--http", f"127.0.0.1:{port}"], capture_output=True, timeout=150)
+    assert r.returncode == 1, r.stdout + r.stderr
+    err = r.stderr.decode()
+    errors = [line for line in err.splitlines() if line.startswith("logan-ray: error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"logan-ray: error: cannot serve the HTTP API on 127.0.0.1:{port}")
+    assert "Traceback" not in err and time.monotonic() - started < 120
+    assert not os.path.exists(tmp_path / "d" / "broker.json")
