@@ -178,7 +178,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         table.add_row(r["topic"], str(r["partition"]), r["node_id"][:12], str(r["log_start_offset"]),
                       str(r["log_end_offset"]), "-" if r["size_bytes"] is None else _human(r["size_bytes"]),
                       "-" if r["segment_count"] is None else str(r["segment_count"]))
-    Console().print(table)
+    # Piped output is for reading and parsing: never truncate a topic name to a terminal's width.
+    Console(width=None if sys.stdout.isatty() else 10_000).print(table)
     return 0
 
 

@@ -109,14 +109,14 @@ def init_ray(address: str | None = None, data_dir: str | None = None, *, embedde
     lookup = None
     if address is None:
         lookup = runtime_file.find(data_dir)
-        for stale in lookup.stale:
-            log.warning("ignoring stale logan-ray runtime file %s", stale)
         if lookup.info is not None:
             address = lookup.info["ray_address"]
     if address is None and os.environ.get("RAY_ADDRESS"):
         address = os.environ["RAY_ADDRESS"]
     if address is None and not embedded:
         raise NotRunningError(runtime_file.not_found_message(lookup or runtime_file.Lookup()))
+    for stale in lookup.stale if lookup is not None else ():
+        log.warning("logan-ray: ignoring stale runtime file %s", stale)
     if address is None or _is_loopback(address):
         _bind_loopback()
     _enable_token_auth()
