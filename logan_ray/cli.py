@@ -20,7 +20,7 @@ import time
 from typing import Any, Iterator, Sequence
 
 from . import runtime_file
-from .errors import LoganError, NotRunningError, SerializationError
+from .errors import LoganError, SerializationError
 
 ATTACH_TIMEOUT_S = 20.0  # a broker whose runtime file and Ray port look fine but which does not answer
 

@@ -125,6 +125,7 @@ class KafkaBackend:
         from confluent_kafka import TopicCollection
         from confluent_kafka.admin import ConfigSource
 
+        self._topic(name)
         desc = self._wait(self.admin.describe_topics(TopicCollection([name]), request_timeout=TIMEOUT_S)[name],
                           f"describe topic {name!r}")
         overrides = {c.name: c.value for c in self._configs(name)
