@@ -92,7 +92,8 @@ class KafkaBackend:
             raise _error(e, what) from None
 
     def _topic(self, name: str):
-        md = self._metadata(name).topics.get(name)
+        """The topic's metadata; asks for all topics, since a Metadata request naming one may auto-create it."""
+        md = self._metadata(None).topics.get(name)
         if md is None or md.error is not None and md.error.code() in (3, -188):  # UNKNOWN_TOPIC_OR_PART
             raise UnknownTopicError(f"topic {name!r} does not exist")
         if md.error is not None:

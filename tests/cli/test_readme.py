@@ -132,10 +132,13 @@ def test_readme_quickstart_runs_verbatim_in_a_fresh_shell(tmp_path):
     try:
         broker.wait_for("logan-ray is running", timeout=300)
         for command, expected in steps:
-            r = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=120)
+            try:
+                r = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=300)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"$ {command}\ntimed out; broker output:\n{broker.output()}") from None
             out = r.stdout.decode(errors="replace")
-            assert r.returncode == 0, f"$ {command}\nexit {r.returncode}:\n{out}"
+            assert r.returncode == 0, f"$ {command}\nexit {r.returncode}:\n{out}\nbroker output:\n{broker.output()}"
             assert output_matches(expected, out.splitlines()), (
                 f"$ {command}\nREADME shows:\n" + "\n".join(expected) + f"\nbut it printed:\n{out}")
         broker.proc.wait(120)
