@@ -155,9 +155,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not runtime_file.process_alive(pid):
             print(f"logan-ray (pid {pid}) stopped.")
             return 0
         time.sleep(0.2)

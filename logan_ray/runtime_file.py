@@ -48,16 +48,25 @@ def _process_start_time(pid: int) -> int | None:
     return int(stat.rsplit(")", 1)[1].split()[19])
 
 
-def _alive(info: dict[str, Any]) -> bool:
-    pid = info.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs; a zombie (exited, not yet reaped by its parent) does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         pass
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _alive(info: dict[str, Any]) -> bool:
+    pid = info.get("pid")
+    if not isinstance(pid, int) or pid <= 0 or not process_alive(pid):
+        return False
     started = info.get("pid_start_time")
     return started is None or _process_start_time(pid) in (None, started)
 

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -73,3 +74,15 @@ def test_withdraw_leaves_another_brokers_files_alone(home):
     runtime_file.publish(info(data_dir))
     runtime_file.withdraw(str(data_dir), os.getpid() + 1)  # e.g. a second broker that failed to start
     assert (data_dir / "broker.json").exists() and os.path.exists(runtime_file.user_path())
+
+
+def test_a_zombie_is_not_a_running_broker(home):
+    # Exited but not yet reaped (its parent has not waited): `logan-ray stop` must see it as stopped.
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while runtime_file.process_alive(p.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not runtime_file.process_alive(p.pid)
+    assert os.path.exists(f"/proc/{p.pid}")  # still there as a zombie until reaped
+    p.wait()
+    assert runtime_file.process_alive(os.getpid())
