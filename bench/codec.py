@@ -14,6 +14,11 @@ import os
 import platform
 import time
 
+from needs import need  # noqa: E402  (bench/ is on sys.path when a bench runs as a script)
+
+if __name__ == "__main__":
+    need("logan_ray", "aiokafka")
+
 from logan_ray.storage.records import build_batch, compiled, decode_batch, decode_columns, scan_batch_raw
 
 
