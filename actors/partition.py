@@ -16,6 +16,7 @@ from typing import Any
 
 import ray
 
+from logan_ray.storage.append_rules import check_client_batch
 from logan_ray.storage.batch_header import HEADER, HEADER_SIZE, BatchHeader, iter_headers, validate_batch
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.log import PartitionLog
@@ -23,6 +24,7 @@ from logan_ray.storage.producer_state import OutOfOrderSequenceError, ProducerSt
 
 from .channel import ChannelServer, serve_channel
 from .metrics import PartitionMetrics
+from .topic_names import is_internal, refuse_internal
 
 log = logging.getLogger("logan_ray.partition")
 
@@ -43,6 +45,7 @@ class PartitionActor:
         self.topic = topic
         self.partition = partition
         self.directory = directory
+        self._internal = is_internal(topic)
         started = time.perf_counter()
         self._log = PartitionLog(directory, TopicConfig.from_dict(config))
         self._producers = ProducerStateTable.rebuild(self._tail_headers())
@@ -57,16 +60,24 @@ class PartitionActor:
                  (time.perf_counter() - started) * 1e3, self._log.log_start_offset, self._log.log_end_offset)
 
     # ------------------------------------------------------------------ writes
-    async def append(self, data: bytes) -> tuple[int, int, int]:
+    async def append(self, data: bytes, internal: bool = False) -> tuple[int, int, int]:
         """Append one or more v2 batches; returns (base_offset, log_append_time, log_start_offset).
 
         Idempotent batches (producer id and sequence set) that repeat one of the
         producer's last five batches are acknowledged with their original offset
-        and not written again.
+        and not written again. ``internal``: the broker itself writes (Kafka's
+        internalTopicsAllowed); clients cannot append to an internal topic.
         """
+        if self._internal and not internal:
+            refuse_internal(self.topic, "append to")
         self._start_maintenance()
         started = time.perf_counter()
-        headers = [h for _, h in iter_headers(data)]
+        located = list(iter_headers(data))
+        if not internal:
+            compacted = self._log.config.compacts
+            for i, (pos, h) in enumerate(located):
+                check_client_batch(data, pos, h, compacted, f"batch {i} at byte {pos} of {len(data)}")
+        headers = [h for _, h in located]
         if any(h.producer_id >= 0 and h.base_sequence >= 0 for h in headers):
             result = await self._append_idempotent(data, headers)
         else:
@@ -189,6 +200,7 @@ class PartitionActor:
 
     # ------------------------------------------------------------- management
     async def delete_records(self, before_offset: int) -> int:
+        refuse_internal(self.topic, "delete records of")
         low = self._log.delete_records(before_offset)
         self._publish_state()
         return low

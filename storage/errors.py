@@ -66,3 +66,9 @@ class LogClosedError(LoganError):
 
     code = 6  # NOT_LEADER_OR_FOLLOWER: the client should refresh and retry
     retriable = True
+
+
+class InvalidTxnStateError(LoganError):
+    """A transactional operation the broker cannot honour (logan-ray has no transactions yet)."""
+
+    code = 48  # INVALID_TXN_STATE
