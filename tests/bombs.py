@@ -29,14 +29,15 @@ def zstd_bomb(frame_bytes: int = 1 << 20) -> tuple[bytes, int]:
     return head + bytes(body), blocks * RLE_BLOCK
 
 
-def batch_with_blob(blob: bytes, codec: int = ZSTD, records: int = 1, *, key: bytes | None = b"k") -> bytes:
+def batch_with_blob(blob: bytes, codec: int = ZSTD, records: int = 1, *, key: bytes | None = b"k",
+                    timestamp: int | None = None) -> bytes:
     """A well-framed, correctly checksummed v2 batch whose records are ``blob`` as compressed by ``codec``."""
-    template = bytearray(build_batch([b"v"] * records, [key] * records, compression=codec))
+    template = bytearray(build_batch([b"v"] * records, [key] * records, compression=codec, timestamps=timestamp))
     batch = bytearray(template[:HEADER_SIZE]) + blob
     struct.pack_into(">i", batch, 8, len(batch) - 12)
     struct.pack_into(">I", batch, CRC_START - 4, compute_crc(batch, 0, len(batch)))
     return bytes(batch)
 
 
-def zstd_bomb_batch(frame_bytes: int = 1 << 20, records: int = 1000) -> bytes:
-    return batch_with_blob(zstd_bomb(frame_bytes)[0], ZSTD, records)
+def zstd_bomb_batch(frame_bytes: int = 1 << 20, records: int = 1000, timestamp: int | None = None) -> bytes:
+    return batch_with_blob(zstd_bomb(frame_bytes)[0], ZSTD, records, timestamp=timestamp)
