@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh machine: installs logan-ray (editable) with its
 # pinned dependencies; with --test also the real Kafka clients the tests drive
-# (Python clients from PyPI, kcat from Debian, kafkajs from npm) and Java for Spark.
+# (Python clients from PyPI, kcat from Debian, kafkajs from npm), Java for Spark and FUSE for
+# the power-loss tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -14,6 +15,9 @@ if [ "${1:-}" = "--test" ]; then
   need=()
   command -v kcat >/dev/null 2>&1 || need+=(kcat)
   command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+  # FUSE (libfuse2 for fusepy): the power-loss tests mount a file system that drops unsynced writes.
+  command -v fusermount >/dev/null 2>&1 || need+=(fuse)
+  ldconfig -p 2>/dev/null | grep -q 'libfuse\.so\.2' || need+=(libfuse2)
   if [ ${#need[@]} -gt 0 ]; then
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     $SUDO apt-get update -qq
