@@ -1,4 +1,5 @@
-"""Power loss under a broker: acks=all survives, acks=1 is lost only from the unsynced tail.
+"""Power loss and a failing disk under a broker: acks=all survives, acks=1 is lost only from the
+unsynced tail, and an fsync error takes the partition offline until it restarts.
 
 The partition's folder is a FUSE file system that drops every write not yet
 fsynced when it loses power (tests/tooling/volatile_fs.py). Kafka produce
@@ -19,6 +20,7 @@ import time
 import pytest
 import ray
 
+from logan_ray.protocol import errors as codes
 from logan_ray.storage.records import build_batch, decode_records
 from wire_client import Wire, fetch_body, produce_body
 
@@ -105,6 +107,36 @@ def test_power_loss_under_the_broker_keeps_every_acks_all_record(client, gateway
         with Wire(gateway) as w:  # offsets continue after the recovered end: none is reused
             r = _produce(w, topic_name, b"after", -1)
             assert (r["error_code"], r["base_offset"]) == (0, end)
+    finally:
+        try:
+            client.delete_topic(topic_name)
+        finally:
+            fs.unmount()
+
+
+def test_fsync_error_takes_the_partition_offline_until_it_restarts(client, gateway, topic_name, broker_dir, tmp_path):
+    """A real EIO from the file system on fsync: produce and fetch answer KAFKA_STORAGE_ERROR until a restart."""
+    folder = os.path.join(broker_dir, f"{topic_name}-0")
+    fs = VolatileMount(str(tmp_path / "backing"), folder)
+    fs.mount()
+    try:
+        client.create_topic(topic_name)
+        with Wire(gateway) as w:
+            assert _produce(w, topic_name, b"safe-0", -1)["error_code"] == 0
+            assert _produce(w, topic_name, b"safe-1", -1)["error_code"] == 0
+            fs.fail_fsync()
+            assert _produce(w, topic_name, b"lost", -1)["error_code"] == codes.KAFKA_STORAGE_ERROR
+            fs.fail_fsync(False)  # the disk answers again, but the pages that failed are gone
+            for acks in (-1, 1):
+                assert _produce(w, topic_name, b"refused", acks)["error_code"] == codes.KAFKA_STORAGE_ERROR
+            p = w.call(FETCH, 12, fetch_body(topic_name, [(0, 0, 1 << 20)]))["responses"][0]["partitions"][0]
+            assert p["error_code"] == codes.KAFKA_STORAGE_ERROR
+        pid = ray.get(client.partition_actor(topic_name, 0).pid.remote())
+        os.kill(pid, signal.SIGKILL)  # the operator restarts the partition: it recovers from the disk
+        assert [v for _, v in _fetch_everything(gateway, topic_name)] == [b"safe-0", b"safe-1"]
+        with Wire(gateway) as w:
+            r = _produce(w, topic_name, b"after", -1)
+            assert (r["error_code"], r["base_offset"]) == (0, 2)
     finally:
         try:
             client.delete_topic(topic_name)

@@ -8,6 +8,7 @@ Durable state is kept in a backing folder, keyed by inode number, plus a JSON
 file of durable directory entries. A power loss is a SIGKILL of this process:
 everything volatile is gone, and mounting again from the backing folder shows
 exactly what a disk would hold after the crash in the strictest POSIX reading.
+It can also fail every file fsync with EIO on demand (:meth:`VolatileMount.fail_fsync`).
 
 Run: ``python volatile_fs.py BACKING MOUNTPOINT`` (foreground; needs /dev/fuse
 and libfuse2, and root or fusermount). :class:`VolatileMount` drives it from tests.
@@ -26,6 +27,7 @@ import time
 from fuse import FUSE, FuseOSError, Operations
 
 ROOT = 1
+FAIL_FSYNC = "FAIL_FSYNC"  # present in the backing folder: every file fsync fails with EIO
 
 
 class VolatileFS(Operations):
@@ -197,8 +199,16 @@ class VolatileFS(Operations):
         return 0
 
     def fsync(self, path, datasync, fh):
-        """This file's bytes become durable (not its name: that takes an fsync of its directory)."""
+        """This file's bytes become durable (not its name: that takes an fsync of its directory).
+
+        While the backing folder holds a file named ``FAIL_FSYNC`` the disk is failing:
+        the sync reports EIO and the unwritten bytes are gone, as when a kernel drops
+        dirty pages after a writeback error.
+        """
         ino = fh if fh else self._lookup(path)
+        if os.path.exists(os.path.join(self.backing, FAIL_FSYNC)):
+            self.data.pop(ino, None)  # next read shows what the disk holds
+            raise _err(errno.EIO)
         tmp = self._data_path(ino) + ".tmp"
         with open(tmp, "wb") as f:
             f.write(self._content(ino))
@@ -258,6 +268,14 @@ class VolatileMount:
                 self.unmount()
                 raise TimeoutError("volatile_fs did not mount")
             time.sleep(0.02)
+
+    def fail_fsync(self, failing: bool = True) -> None:
+        """Make every file fsync fail with EIO (and lose its unwritten bytes) until called with False."""
+        path = os.path.join(self.backing, FAIL_FSYNC)
+        if failing:
+            open(path, "w").close()
+        elif os.path.exists(path):
+            os.remove(path)
 
     def power_loss(self) -> None:
         """Everything not fsynced is gone, at once: SIGKILL the file system, then detach it."""
