@@ -205,7 +205,9 @@ class PartitionLog:
         self._closed = False
         self._closing = False  # close() started: no more appends, flushes still allowed
         self._offline: str | None = None  # why the log stopped serving after a disk error
-        self._dir_dirty = False  # segment files were created since the folder was last fsynced
+        # Segment files were created (or removed) since the folder was last fsynced: true at
+        # first, as opening may have created the first segment or cut a torn tail away.
+        self._dir_dirty = True
         self._no_space_logged = False
         if not os.path.isdir(self.directory):
             os.makedirs(self.directory, exist_ok=True)

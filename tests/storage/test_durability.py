@@ -106,11 +106,14 @@ def test_concurrent_flush_to_calls_share_fdatasyncs(tmp_path, syncs):
 def test_roll_fsyncs_the_folder_before_the_recovery_point_passes_the_new_segment(tmp_path, syncs):
     lg = open_log(tmp_path / "p", segment_bytes=200)
     lg.append(batch(0, pad=150))
+    lg.flush_to(1)
+    lg.flush_to(1)
+    before = syncs.calls.count(("dir", lg.directory))
     lg.append(batch(1, pad=150))  # rolls: a new segment file exists now
     assert lg.segment_count == 2
+    lg._flusher.stop()
     lg.flush_to(lg.log_end_offset)
-    dirs = [i for i, (k, p) in enumerate(syncs.calls) if k == "dir" and p == lg.directory]
-    assert dirs, syncs.calls
+    assert syncs.calls.count(("dir", lg.directory)) == before + 1, syncs.calls
     assert lg.recovery_point == 2
     lg.close()
 

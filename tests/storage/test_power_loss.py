@@ -67,3 +67,20 @@ def test_power_loss_keeps_every_acks_all_record_and_loses_only_the_unsynced_tail
     assert again.append(batch(123456)).base_offset == end  # offsets continue; none reused
     again.flush()
     again.close()
+
+
+def test_power_loss_right_after_the_first_durable_append_of_a_new_log(volatile):
+    """The first segment's name must be durable too, not only its bytes."""
+    folder = os.path.join(volatile.mountpoint, "fresh-0")
+    lg = open_log(folder)
+    info = lg.append(batch(7))
+    lg.flush_to(info.last_offset + 1)
+    volatile.power_loss()
+    try:
+        lg.close()
+    except Exception:
+        pass
+    volatile.mount()
+    again = open_log(folder)
+    assert [r.value for r in all_records(again)] == [b"value-7"]
+    again.close()
