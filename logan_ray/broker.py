@@ -2,13 +2,13 @@
 
 The foreground process owns the embedded Ray runtime (or attaches to a cluster),
 creates the router (which re-creates partitions from disk), and publishes where
-it can be reached in ``<data-dir>/broker.json`` so other processes (CLI, apps)
-find it. On SIGTERM/SIGINT it flushes and closes every partition, so the next
-start skips recovery.
+it can be reached in its runtime file (``<data-dir>/broker.json`` and a per-user
+copy, see logan_ray.runtime_file) so other processes (CLI, apps) find it. On
+SIGTERM/SIGINT it flushes and closes every partition, so the next start skips
+recovery.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
@@ -17,9 +17,8 @@ from typing import Any, Callable
 
 import ray
 
-from logan_ray.storage.atomic import atomic_write
-
 from . import client as _client
+from . import runtime_file
 from ._ray import get
 from .errors import LoganError
 
@@ -41,6 +40,8 @@ class BrokerOptions:
     port: int = 9092
     advertised_host: str | None = None
     advertised_port: int | None = None
+    # HTTP API and console (Ray Serve): "off" or "[HOST]:PORT[/PREFIX]"; None: $LOGAN_RAY_HTTP or 127.0.0.1:8000.
+    http: str | None = None
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Broker:
     owns_ray: bool = False
     router: Any = None
     gateways: dict[str, str] = field(default_factory=dict)
+    http_running: bool = False
     endpoints: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -82,11 +84,24 @@ class Broker:
             ordered = [self.gateways[here]] if here in self.gateways else []
             ordered += [ep for node, ep in sorted(self.gateways.items()) if node != here]
             self.endpoints["kafka"] = ",".join(ordered)
-        atomic_write(self.broker_file, json.dumps(self.endpoints, indent=1).encode())
+        from .http import parse_http_setting
+
+        http = parse_http_setting(o.http)
+        if http is not None:
+            from .http import start_http
+
+            self.http_running = True
+            self.endpoints["http"] = start_http(http)
+        runtime_file.publish(self.endpoints)
         return self.endpoints
 
     def stop(self) -> None:
         try:
+            if self.http_running:
+                from .http import stop_http
+
+                stop_http()
+                self.http_running = False
             if self.gateways:
                 from .gateway import stop_gateways
 
@@ -99,10 +114,7 @@ class Broker:
                 get(self.router.shutdown.remote(), timeout=120)
                 ray.kill(self.router, no_restart=True)
         finally:
-            try:
-                os.unlink(self.broker_file)
-            except FileNotFoundError:
-                pass
+            runtime_file.withdraw(self.options.data_dir, os.getpid())
             if self.owns_ray:
                 ray.shutdown()
 
