@@ -12,6 +12,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
+# The compiled record codec (storage/_codec.c, built by pip below) needs a C compiler and Python's headers.
+if ! command -v cc >/dev/null 2>&1 || ! "$PY" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends gcc libc6-dev python3-dev >/dev/null
+fi
+
 extras=() debs=()
 for arg in "$@"; do
   case "$arg" in
@@ -21,7 +29,9 @@ for arg in "$@"; do
   esac
 done
 
-if ! "$PY" scripts/deps_ok.py "${extras[@]}" 2>/dev/null; then
+# pip install -e also (re)builds the compiled record codec next to its source.
+codec_built=$(find storage -maxdepth 1 -name '_codec*.so' -newer storage/_codec.c 2>/dev/null)
+if [ -z "$codec_built" ] || ! "$PY" scripts/deps_ok.py "${extras[@]}" 2>/dev/null; then
   spec="."
   [ ${#extras[@]} -gt 0 ] && spec=".[$(IFS=,; echo "${extras[*]}")]"
   "$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e "$spec"
