@@ -11,6 +11,7 @@ from logan_ray.storage.errors import (  # noqa: F401  (re-exported)
     InvalidRecordError,
     InvalidTimestampError,
     InvalidTxnStateError,
+    KafkaStorageError,
     LogClosedError,
     LoganError,
     OffsetOutOfRangeError,
