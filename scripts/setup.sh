@@ -19,6 +19,7 @@ if [ "${1:-}" = "--test" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   fi
+  bash compat/librdkafka.sh build   # librdkafka's test-runner for tests/compat (Debian -dev packages, npm; cached)
   if [ -f tests/clients/node/package.json ] && [ ! -d tests/clients/node/node_modules/kafkajs ]; then
     (cd tests/clients/node && npm install --no-audit --no-fund --loglevel=error)
   fi
