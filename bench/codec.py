@@ -11,6 +11,11 @@ import os
 import platform
 import time
 
+from needs import need  # noqa: E402  (bench/ is on sys.path when a bench runs as a script)
+
+if __name__ == "__main__":
+    need("logan_ray")
+
 from logan_ray.storage.records import build_batch, decode_batch, scan_batch_raw
 
 
