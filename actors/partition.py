@@ -16,14 +16,18 @@ from typing import Any
 
 import ray
 
+from logan_ray.storage.append_rules import check_client_batch
 from logan_ray.storage.batch_header import HEADER, HEADER_SIZE, BatchHeader, iter_headers, validate_batch
 from logan_ray.storage.config import TopicConfig
+from logan_ray.storage.errors import KafkaStorageError
 from logan_ray.storage.log import PartitionLog
 from logan_ray.storage.partition_dir import claim, mark_for_deletion, remove_marked
 from logan_ray.storage.producer_state import OutOfOrderSequenceError, ProducerStateTable
 
 from .channel import ChannelServer, serve_channel
+from .group_commit import GroupCommit
 from .metrics import PartitionMetrics
+from .topic_names import is_internal, refuse_internal
 
 log = logging.getLogger("logan_ray.partition")
 
@@ -74,6 +78,7 @@ class PartitionActor:
         self.partition = partition
         self.directory = directory
         self.topic_id = topic_id
+        self._internal = is_internal(topic)
         started = time.perf_counter()
         config = load_topic_config(router_name, topic, partition, topic_id)
         stale = claim(directory, topic_id)
@@ -82,6 +87,7 @@ class PartitionActor:
                         partition, stale)
         self._log = PartitionLog(directory, TopicConfig.from_dict(config))
         self._producers = ProducerStateTable.rebuild(self._tail_headers())
+        self._group_commit = GroupCommit(self._log)
         self._new_data: asyncio.Event | None = None
         self._maintenance_interval_s = maintenance_interval_s
         self._maintenance: asyncio.Task | None = None
@@ -93,22 +99,44 @@ class PartitionActor:
                  (time.perf_counter() - started) * 1e3, self._log.log_start_offset, self._log.log_end_offset)
 
     # ------------------------------------------------------------------ writes
-    async def append(self, data: bytes) -> tuple[int, int, int]:
+    async def append(self, data: bytes, internal: bool = False) -> tuple[int, int, int]:
         """Append one or more v2 batches; returns (base_offset, log_append_time, log_start_offset).
 
-        Idempotent batches (producer id and sequence set) that repeat one of the
-        producer's last five batches are acknowledged with their original offset
-        and not written again.
+        This is ``acks=1``: the batches are in the log (the page cache), not yet
+        necessarily on disk. Idempotent batches (producer id and sequence set)
+        that repeat one of the producer's last five batches are acknowledged
+        with their original offset and not written again. ``internal``: the
+        broker itself writes (Kafka's internalTopicsAllowed); clients cannot
+        append to an internal topic.
         """
+        if self._internal and not internal:
+            refuse_internal(self.topic, "append to")
         self._start_maintenance()
         started = time.perf_counter()
-        headers = [h for _, h in iter_headers(data)]
+        located = list(iter_headers(data))
+        if not internal:
+            compacted = self._log.config.compacts
+            for i, (pos, h) in enumerate(located):
+                check_client_batch(data, pos, h, compacted, f"batch {i} at byte {pos} of {len(data)}")
+        headers = [h for _, h in located]
         if any(h.producer_id >= 0 and h.base_sequence >= 0 for h in headers):
             result = await self._append_idempotent(data, headers)
         else:
             info = self._log.append(data)
             result = (info.base_offset, info.log_append_time, info.log_start_offset)
         self._after_append(sum(h.record_count for h in headers), len(data), started)
+        return result
+
+    async def append_durable(self, data: bytes) -> tuple[int, int, int]:
+        """``acks=all`` on one replica: :meth:`append`, answered once the batches are fsynced.
+
+        The wait is a group commit (see ``actors/group_commit.py``): one
+        fdatasync covers every append that arrived while the previous one ran.
+        A repeated idempotent batch waits too, as its first write may not be
+        on disk yet.
+        """
+        result = await self.append(data)
+        await self._group_commit.wait(self._log.log_end_offset)
         return result
 
     async def _check_sequence(self, h: BatchHeader) -> tuple[int, int] | None:
@@ -145,7 +173,12 @@ class PartitionActor:
                 validate_batch(view, pos, end=pos + h.size)  # never acknowledge a corrupt retry
                 outcome = duplicate
             else:
-                info = self._log.append(view[pos:pos + h.size])
+                try:
+                    info = self._log.append(view[pos:pos + h.size])
+                except KafkaStorageError as e:
+                    if e.appended is not None:  # written, then a flush failed: a retry is a duplicate
+                        self._producers.record(h, e.appended.base_offset, e.appended.log_append_time)
+                    raise
                 self._producers.record(h, info.base_offset, info.log_append_time)
                 outcome = (info.base_offset, info.log_append_time)
             first = first or outcome
@@ -225,6 +258,7 @@ class PartitionActor:
 
     # ------------------------------------------------------------- management
     async def delete_records(self, before_offset: int) -> int:
+        refuse_internal(self.topic, "delete records of")
         low = self._log.delete_records(before_offset)
         self._publish_state()
         return low
@@ -243,6 +277,27 @@ class PartitionActor:
     async def flush(self) -> int:
         self._log.flush()
         return self._log.log_end_offset
+
+    async def reopen(self) -> tuple[int, int]:
+        """Operator recovery after a disk error: close the log and open it again from disk.
+
+        Opening rescans everything past the last recovery point, so only what
+        the disk really holds is served afterwards; idempotent-producer state is
+        rebuilt from it. Returns the (log start, log end) offsets.
+        """
+        self._group_commit.close()
+        try:
+            self._log.close()
+        except KafkaStorageError as e:
+            log.warning("closing %s-%d before reopening: %s", self.topic, self.partition, e)
+        config = self._log.config
+        self._log = PartitionLog(self.directory, config)
+        self._producers = ProducerStateTable.rebuild(self._tail_headers())
+        self._group_commit = GroupCommit(self._log)
+        self._publish_state()
+        log.warning("partition %s-%d reopened: offsets [%d, %d)", self.topic, self.partition,
+                    self._log.log_start_offset, self._log.log_end_offset)
+        return self._log.log_start_offset, self._log.log_end_offset
 
     async def apply_retention(self) -> int:
         deleted = self._log.apply_retention()
@@ -284,7 +339,7 @@ class PartitionActor:
         if not self._channel_started:
             self._channel_started = True
             self._channel = await serve_channel(self.directory, {
-                "append": self.append, "locate": self.locate, "offsets": self.offsets,
+                "append": self.append, "append_durable": self.append_durable, "locate": self.locate, "offsets": self.offsets,
                 "wait_for_data": self.wait_for_data, "offset_for_timestamp": self.offset_for_timestamp,
                 "max_timestamp_offset": self.max_timestamp_offset, "delete_records": self.delete_records,
             })
@@ -301,6 +356,7 @@ class PartitionActor:
         if self._maintenance is not None:
             self._maintenance.cancel()
         self._close_channel()
+        self._group_commit.close()
         self._log.close()
 
     async def delete(self) -> None:
@@ -333,6 +389,8 @@ class PartitionActor:
             flush_ms = self._log.config.flush_ms
             interval = min(self._maintenance_interval_s, max(flush_ms / 1000.0, 0.05))
             await asyncio.sleep(interval)
+            if self._log.offline is not None:
+                continue  # waits for reopen(); every client call reports the error meanwhile
             try:
                 if flush_ms < self._maintenance_interval_s * 1000:
                     self._log.flush()

@@ -42,7 +42,7 @@ from logan_ray.storage.dir_lock import DataDirLock
 from logan_ray.storage.partition_dir import delete_partition_dir, sweep_deleted
 
 from .partition import NAMESPACE, actor_name, partition_actor_class
-from .topic_names import validate_topic_name
+from .topic_names import refuse_internal, validate_topic_name
 
 log = logging.getLogger("logan_ray.router")
 
@@ -394,6 +394,7 @@ class RouterActor:
     async def delete_topic(self, name: str) -> None:
         """Record the deletion durably, then remove each partition (rename to ``-delete``, then remove)
         on its node, all under the lock; a partition whose node is gone is removed when it returns."""
+        refuse_internal(name, "delete")
         self._watching()
         async with self._lock:
             t = self._meta["topics"].get(name)
@@ -407,6 +408,7 @@ class RouterActor:
             await self._finish_deletions(name)
 
     async def create_partitions(self, name: str, total: int, validate_only: bool = False) -> dict[str, Any]:
+        refuse_internal(name, "add partitions to")
         async with self._lock:
             t = self._topic(name)
             if not isinstance(total, int) or total <= t["partitions"]:
@@ -429,6 +431,7 @@ class RouterActor:
 
         Saved before the partitions hear of it: a partition that restarts meanwhile reads the new config.
         """
+        refuse_internal(name, "alter the configs of")
         async with self._lock:
             t = self._topic(name)
             overrides = dict(t.get("config", {})) if incremental else {}

@@ -63,10 +63,39 @@ def _connect(args: argparse.Namespace):
         return KafkaBackend(args.bootstrap_server)
     from . import client as _client
 
+    _divert_ray_broadcasts()
     target = args.address or (args.data_dir and f"data dir {args.data_dir}") or "the running broker"
     with _watchdog(ATTACH_TIMEOUT_S, f"no answer from logan-ray at {target} within {ATTACH_TIMEOUT_S:.0f} s; "
                                      f"check that its broker is up (`logan-ray status`) or restart it"):
         return _client.connect(args.address, args.data_dir, embedded=False)
+
+
+def _divert_ray_broadcasts() -> None:
+    """Keep a command's stdout for its output.
+
+    Ray prints cluster-wide notices (the raylet's "N worker processes have been started",
+    which a broker with many partition actors triggers) to the stdout of every attached
+    driver; in a CLI that would land in pipes and scripts. They go to logging instead.
+    Ray offers no switch for this, so its printer is wrapped (private API, checked by the
+    README test).
+    """
+    import logging
+
+    import ray._private.worker as ray_worker
+
+    printer = ray_worker.print_to_stdstream
+    if getattr(printer, "_logan_ray_diverted", False):
+        return
+
+    def divert(data: dict, ignore_prefix: bool) -> None:
+        if data.get("pid") == "raylet":
+            for line in data.get("lines", ()):
+                logging.getLogger("logan_ray.cli").info("ray: %s", line)
+            return
+        printer(data, ignore_prefix)
+
+    divert._logan_ray_diverted = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = divert
 
 
 def _ray_only(args: argparse.Namespace, what: str) -> None:

@@ -10,6 +10,8 @@ from logan_ray.storage.errors import (  # noqa: F401  (re-exported)
     InvalidConfigError,
     InvalidRecordError,
     InvalidTimestampError,
+    InvalidTxnStateError,
+    KafkaStorageError,
     LogClosedError,
     LoganError,
     OffsetOutOfRangeError,

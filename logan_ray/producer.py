@@ -208,7 +208,8 @@ class _PartitionState:
 
 
 class Producer:
-    """Thread-safe producer. ``acks``: 0 (fire and forget), 1 or "all"/-1 (wait for the append)."""
+    """Thread-safe producer. ``acks``: 0 (fire and forget), 1 (wait for the append) or "all"/-1
+    (wait until the append is fsynced: a group commit shared with concurrent appends)."""
 
     def __init__(self, client, *, acks: int | str = 1, compression: str | int = "none",
                  batch_size: int = 1 << 20, linger_ms: float = 5, max_in_flight: int = 5,
@@ -435,7 +436,9 @@ class Producer:
     def _submit(self, b: _Batch) -> None:
         actor = self._client.partition_actor(b.topic, b.partition)
         b.attempts += 1
-        b.ref = actor.append.remote(b.payload)
+        # acks=all waits for the partition's group-committed fsync; 0 and 1 for the append alone.
+        append = actor.append_durable if self._acks == -1 else actor.append
+        b.ref = append.remote(b.payload)
 
     def _complete(self, b: _Batch, timeout: float | None) -> None:
         """Wait for ``b`` and every earlier batch of its partition, resending in order after a crash."""

