@@ -20,6 +20,7 @@ import time
 from typing import Any, Iterator, Sequence
 
 from . import runtime_file
+from .actors.topic_names import is_internal
 from .errors import LoganError, SerializationError
 
 ATTACH_TIMEOUT_S = 20.0  # a broker whose runtime file and Ray port look fine but which does not answer
@@ -205,8 +206,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     c = _connect(args)
-    rows = c.status()
-    table = Table(title=f"logan-ray: {len(c.list_topics())} topics")
+    # Internal topics (__consumer_offsets) only when asked, as Kafka's tools list them.
+    rows = [r for r in c.status() if args.internal or not is_internal(r["topic"])]
+    table = Table(title=f"logan-ray: {len(c.list_topics(internal=args.internal))} topics")
     for col in ("topic", "partition", "node", "log start", "log end", "size", "segments"):
         table.add_column(col, justify="right" if col not in ("topic", "node") else "left")
     for r in rows:
@@ -240,7 +242,7 @@ def cmd_topic(args: argparse.Namespace) -> int:
         info = c.create_topic(args.name, args.partitions, _parse_configs(args.config))
         print(f"created topic {info['name']} with {len(info['partitions'])} partitions")
     elif args.topic_cmd == "list":
-        for name in c.list_topics():
+        for name in c.list_topics(internal=True):
             print(name)
     elif args.topic_cmd == "describe":
         info = c.describe_topic(args.name)
@@ -381,7 +383,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timeout", type=float, default=120)
     s.set_defaults(func=cmd_stop)
 
-    sub.add_parser("status", help="topics and partitions with offsets and sizes").set_defaults(func=cmd_status)
+    st = sub.add_parser("status", help="topics and partitions with offsets and sizes")
+    st.add_argument("--internal", action="store_true", help="also show internal topics (__consumer_offsets)")
+    st.set_defaults(func=cmd_status)
 
     t = sub.add_parser("topic", help="manage topics")
     tsub = t.add_subparsers(dest="topic_cmd", required=True)

@@ -17,6 +17,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from . import runtime_file
+from .actors.topic_names import is_internal
 from ._ray import NAMESPACE, get
 from .errors import NotRunningError, UnknownTopicError
 
@@ -216,8 +217,11 @@ class Client:
         self._routes.pop(name, None)
         return get(self.router.create_partitions.remote(name, total))
 
-    def list_topics(self) -> list[str]:
-        return get(self.router.list_topics.remote())
+    def list_topics(self, internal: bool = False) -> list[str]:
+        """Topic names; internal ones (``__consumer_offsets``) only with ``internal=True``, as Kafka's
+        AdminClient lists them only when asked."""
+        names = get(self.router.list_topics.remote())
+        return names if internal else [n for n in names if not is_internal(n)]
 
     def partition_offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         """{partition: (log start offset, log end offset)}."""

@@ -15,6 +15,7 @@ import time
 import uuid
 from typing import Any, Iterable
 
+from .actors.topic_names import is_internal
 from .errors import (GroupError, GroupIdNotFoundError, InvalidConfigError, LoganError, NonEmptyGroupError,
                      NotRunningError, UnknownTopicError)
 
@@ -119,8 +120,9 @@ class KafkaBackend:
         self._topic(name)
         self._wait(self.admin.delete_topics([name], request_timeout=TIMEOUT_S)[name], f"delete topic {name!r}")
 
-    def list_topics(self) -> list[str]:
-        return sorted(self._metadata(None).topics)
+    def list_topics(self, internal: bool = False) -> list[str]:
+        names = sorted(self._metadata(None).topics)
+        return names if internal else [n for n in names if not is_internal(n)]
 
     def describe_topic(self, name: str) -> dict[str, Any]:
         from confluent_kafka import TopicCollection
