@@ -36,7 +36,7 @@ def test_internal_topic_cannot_be_deleted_repartitioned_reconfigured_or_truncate
         assert e.value.code == 17  # INVALID_TOPIC_EXCEPTION
     assert client.describe_topic(offsets_topic) == before
     assert client.topic_config(offsets_topic) == config
-    assert offsets_topic in client.list_topics()
+    assert offsets_topic in client.list_topics(internal=True)
 
 
 def test_producer_cannot_write_to_an_internal_topic(client, offsets_topic):
