@@ -8,7 +8,6 @@ is async so long-poll fetches wait on an event instead of occupying a thread.
 from __future__ import annotations
 
 import asyncio
-import glob
 import logging
 import os
 import time
@@ -16,10 +15,10 @@ from typing import Any
 
 import ray
 
-from logan_ray.storage.batch_header import HEADER, HEADER_SIZE, BatchHeader, iter_headers, validate_batch
+from logan_ray.storage.batch_header import BatchHeader, iter_headers, validate_batch
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.log import PartitionLog
-from logan_ray.storage.producer_state import OutOfOrderSequenceError, ProducerStateTable
+from logan_ray.storage.producer_state import DEFAULT_EXPIRATION_MS, OutOfOrderSequenceError
 
 from .channel import ChannelServer, serve_channel
 from .metrics import PartitionMetrics
@@ -27,7 +26,6 @@ from .metrics import PartitionMetrics
 log = logging.getLogger("logan_ray.partition")
 
 NAMESPACE = "logan_ray"
-HEADER_SCAN_WINDOW = 8 << 20  # read size when rebuilding idempotence state from the newest segment
 SEQUENCE_WAIT_S = 5.0  # how long a batch that arrived early waits for its predecessor
 
 
@@ -39,13 +37,16 @@ class PartitionActor:
     """Append, read, locate and long-poll on one partition log."""
 
     def __init__(self, topic: str, partition: int, directory: str, config: dict[str, Any],
-                 maintenance_interval_s: float = 300.0) -> None:
+                 maintenance_interval_s: float = 300.0,
+                 producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS) -> None:
         self.topic = topic
         self.partition = partition
         self.directory = directory
         started = time.perf_counter()
-        self._log = PartitionLog(directory, TopicConfig.from_dict(config))
-        self._producers = ProducerStateTable.rebuild(self._tail_headers())
+        # The log loads idempotent-producer state from its newest snapshot plus the batches after it.
+        self._log = PartitionLog(directory, TopicConfig.from_dict(config),
+                                 producer_id_expiration_ms=producer_id_expiration_ms)
+        self._producers = self._log.producer_state
         self._new_data: asyncio.Event | None = None
         self._maintenance_interval_s = maintenance_interval_s
         self._maintenance: asyncio.Task | None = None
@@ -109,8 +110,7 @@ class PartitionActor:
                 validate_batch(view, pos, end=pos + h.size)  # never acknowledge a corrupt retry
                 outcome = duplicate
             else:
-                info = self._log.append(view[pos:pos + h.size])
-                self._producers.record(h, info.base_offset, info.log_append_time)
+                info = self._log.append(view[pos:pos + h.size])  # the log records the producer state
                 outcome = (info.base_offset, info.log_append_time)
             first = first or outcome
             pos += h.size
@@ -226,7 +226,7 @@ class PartitionActor:
     async def stats(self) -> dict[str, Any]:
         s = dict(self._log.stats())
         s.update(topic=self.topic, partition=self.partition, node_id=ray.get_runtime_context().get_node_id(),
-                 pid=os.getpid(), producers=len(self._producers))
+                 pid=os.getpid())
         if self._log.config.compacts:
             s["dirty_ratio"] = self._log.dirty_stats().ratio
         return s
@@ -289,34 +289,10 @@ class PartitionActor:
                 if flush_ms < self._maintenance_interval_s * 1000:
                     self._log.flush()
                 self._log.apply_retention()
+                self._log.expire_producers()
                 self._publish_state()
             except Exception:  # keep maintaining; the error is logged for the operator
                 log.exception("maintenance of %s-%d failed", self.topic, self.partition)
-
-    def _tail_headers(self):
-        """Headers of the newest segment's batches, to rebuild idempotent-producer state.
-
-        Reads the file in large windows and parses only the 61-byte headers.
-        """
-        files = sorted(glob.glob(os.path.join(self.directory, "*.log")))
-        if not files:
-            return
-        with open(files[-1], "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            pos = 0
-            while pos + HEADER_SIZE <= size:
-                window = os.pread(f.fileno(), HEADER_SCAN_WINDOW, pos)
-                consumed = 0
-                for rel, h in iter_headers(window):
-                    yield h
-                    consumed = rel + h.size
-                if consumed == 0:  # a batch larger than the window: jump by its length field
-                    h = BatchHeader(*HEADER.unpack_from(window, 0))
-                    if h.size < HEADER_SIZE:
-                        return
-                    yield h
-                    consumed = h.size
-                pos += consumed
 
 
 def partition_actor_class():
