@@ -41,6 +41,8 @@ class BrokerOptions:
     port: int = 9092
     advertised_host: str | None = None
     advertised_port: int | None = None
+    # HTTP API and console (Ray Serve): "off" or "[HOST]:PORT[/PREFIX]"; None: $LOGAN_RAY_HTTP or 127.0.0.1:8000.
+    http: str | None = None
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Broker:
     owns_ray: bool = False
     router: Any = None
     gateways: dict[str, str] = field(default_factory=dict)
+    http_running: bool = False
     endpoints: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -82,11 +85,24 @@ class Broker:
             ordered = [self.gateways[here]] if here in self.gateways else []
             ordered += [ep for node, ep in sorted(self.gateways.items()) if node != here]
             self.endpoints["kafka"] = ",".join(ordered)
+        from .http import parse_http_setting
+
+        http = parse_http_setting(o.http)
+        if http is not None:
+            from .http import start_http
+
+            self.http_running = True
+            self.endpoints["http"] = start_http(http)
         atomic_write(self.broker_file, json.dumps(self.endpoints, indent=1).encode())
         return self.endpoints
 
     def stop(self) -> None:
         try:
+            if self.http_running:
+                from .http import stop_http
+
+                stop_http()
+                self.http_running = False
             if self.gateways:
                 from .gateway import stop_gateways
 

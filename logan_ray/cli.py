@@ -43,6 +43,10 @@ def cmd_start(args: argparse.Namespace) -> int:
                          auto_create_topics=not args.no_auto_create_topics, num_partitions=args.num_partitions,
                          gateway=not args.no_gateway, host=args.host, port=args.port,
                          advertised_host=args.advertised_host, advertised_port=args.advertised_port)
+    opts.http = args.http  # HTTP API (logan_ray.http); a bad value fails here, before anything starts
+    from .http.settings import parse_http_setting
+
+    parse_http_setting(args.http)
     if args.foreground:
         def ready(ep: dict[str, Any]) -> None:
             _print_endpoints(ep)
@@ -70,6 +74,8 @@ def cmd_start(args: argparse.Namespace) -> int:
         cmd += ["--advertised-port", str(args.advertised_port)]
     if args.no_gateway:
         cmd.append("--no-gateway")
+    if args.http is not None:
+        cmd += ["--http", args.http]
     log_path = os.path.join(args.data_dir, "broker.log")
     with open(log_path, "ab") as logf:
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -95,6 +101,8 @@ def _print_endpoints(ep: dict[str, Any]) -> None:
     print(f"ray address:   {ep['ray_address']}")
     if ep.get("kafka"):
         print(f"kafka:         {ep['kafka']}  (bootstrap.servers)")
+    if ep.get("http"):
+        print(f"http:          {ep['http']}/  (console {ep['http']}/console, API docs {ep['http']}/docs)")
     if ep.get("dashboard"):
         print(f"ray dashboard: {ep['dashboard']}")
     sys.stdout.flush()
@@ -269,6 +277,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--advertised-host", default=None, help="host clients are told to connect to")
     s.add_argument("--advertised-port", type=int, default=None, help="port clients are told to connect to")
     s.add_argument("--no-gateway", action="store_true", help="no Kafka gateway (Python API only)")
+    s.add_argument("--http", default=None, metavar="off|[HOST]:PORT[/PREFIX]",
+                   help="HTTP API and console on Ray Serve (default $LOGAN_RAY_HTTP or 127.0.0.1:8000; off disables)")
     s.set_defaults(func=cmd_start)
 
     s = sub.add_parser("stop", help="stop the broker serving --data-dir")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh machine: installs logan-ray (editable) with its
 # pinned dependencies; with --test also the real Kafka clients the tests drive
-# (Python clients from PyPI, kcat from Debian, kafkajs from npm) and Java for Spark.
+# (Python clients from PyPI, kcat from Debian, kafkajs from npm), Java for Spark
+# and headless Chromium for the HTTP console test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -14,6 +15,7 @@ if [ "${1:-}" = "--test" ]; then
   need=()
   command -v kcat >/dev/null 2>&1 || need+=(kcat)
   command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
+  command -v chromium >/dev/null 2>&1 || need+=(chromium)  # the HTTP console's browser test
   if [ ${#need[@]} -gt 0 ]; then
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     $SUDO apt-get update -qq

@@ -1,0 +1,241 @@
+"""HTTP API benchmark: logan-ray's Ray Serve HTTP API side by side with its Kafka gateway, same run.
+
+    python bench/http.py [--records N] [--body-records B] [--singles S] [--rounds R]
+
+One broker (``logan-ray start --foreground`` as a child process: embedded
+single-node Ray, data on disk in a temporary folder, Kafka gateway and HTTP API
+on free loopback ports). Every measurement alternates HTTP and Kafka each round;
+the median of the rounds is printed. Records are 100 B values, one partition.
+
+1. batched publish: ``--records`` records as JSON bodies of ``--body-records``
+   records each (``POST /publish``, acks=all), one httpx client sending them one
+   after another; Kafka: confluent-kafka, acks=1, ``linger.ms=5``, 1 MiB batches;
+2. single-record publish: ``--singles`` requests of one record each, one at a
+   time (acks=all), latency p50/p99; Kafka: one ``produce`` + ``flush`` per record;
+   and, as the floor under it, ``GET /console/console.js`` (a static file: Serve's proxy
+   and the replica, no logan-ray call);
+3. streaming read of the ``--records`` from offset 0: ``GET /stream/{topic}/0``
+   (chunked NDJSON) read with httpx, records counted by line; Kafka: confluent-kafka
+   consumer from the beginning.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# This file is named http.py: drop its folder from the path, or `import http.client` (httpx) would find it.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+sys.path.insert(0, os.path.dirname(HERE))
+
+from bench.machine import describe  # noqa: E402
+
+VALUE = "x" * 60 + "%040d"  # 100 B
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Broker:
+    def __init__(self, workdir: str) -> None:
+        self.kafka_port, self.http_port = free_port(), free_port()
+        self.bootstrap = f"127.0.0.1:{self.kafka_port}"
+        self.url = f"http://127.0.0.1:{self.http_port}"
+        data_dir = os.path.join(workdir, "data")
+        env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token")
+        self.log = open(os.path.join(workdir, "broker.log"), "wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "logan_ray.cli", "--data-dir", data_dir, "start", "--foreground",
+             "--port", str(self.kafka_port), "--http", f"127.0.0.1:{self.http_port}"],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        import httpx
+
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the broker exited early; see {self.log.name}")
+            try:
+                if httpx.get(f"{self.url}/topic", timeout=5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"the HTTP API did not come up; see {self.log.name}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(120)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+
+
+def values(n: int) -> list[str]:
+    return [VALUE % i for i in range(n)]
+
+
+# ------------------------------------------------------------------- HTTP
+def http_batched_publish(http, topic: str, n: int, per_body: int) -> float:
+    vals = values(per_body)
+    bodies = []
+    for start in range(0, n, per_body):
+        k = min(per_body, n - start)
+        bodies.append(json.dumps({"topic": topic, "records": [{"value": v} for v in vals[:k]]}).encode())
+    started = time.perf_counter()
+    for body in bodies:
+        r = http.post("/publish", content=body, headers={"content-type": "application/json"})
+        assert r.status_code == 200, r.text
+    return n / (time.perf_counter() - started)
+
+
+def http_single_publish(http, topic: str, n: int) -> tuple[float, float, float]:
+    lat = []
+    started = time.perf_counter()
+    for i in range(n):
+        body = b'{"topic":"%s","records":[{"value":"%s"}]}' % (topic.encode(), (VALUE % i).encode())
+        t = time.perf_counter()
+        r = http.post("/publish", content=body, headers={"content-type": "application/json"})
+        lat.append(time.perf_counter() - t)
+        assert r.status_code == 200, r.text
+    elapsed = time.perf_counter() - started
+    q = statistics.quantiles(lat, n=100)
+    return n / elapsed, q[49] * 1e3, q[98] * 1e3
+
+
+def http_round_trip(http, n: int) -> tuple[float, float, float]:
+    """A static file from the app: what Serve's proxy and the replica cost before any logan-ray work."""
+    lat = []
+    started = time.perf_counter()
+    for _ in range(n):
+        t = time.perf_counter()
+        assert http.get("/console/console.js").status_code == 200
+        lat.append(time.perf_counter() - t)
+    elapsed = time.perf_counter() - started
+    q = statistics.quantiles(lat, n=100)
+    return n / elapsed, q[49] * 1e3, q[98] * 1e3
+
+
+def http_stream(http, topic: str, n: int) -> float:
+    got = 0
+    started = time.perf_counter()
+    with http.stream("GET", f"/stream/{topic}/0", params={"offset": 0, "max_records": n}) as r:
+        assert r.status_code == 200
+        for chunk in r.iter_raw():
+            got += chunk.count(b"\n")
+    elapsed = time.perf_counter() - started
+    assert got == n, (got, n)
+    return n / elapsed
+
+
+# ------------------------------------------------------------------ Kafka
+def kafka_publish(bootstrap: str, topic: str, n: int) -> float:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1048576,
+                  "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2_000_000})
+    vals = [v.encode() for v in values(1000)]
+    started = time.perf_counter()
+    for i in range(n):
+        p.produce(topic, vals[i % 1000], partition=0)
+        if i % 10000 == 0:
+            p.poll(0)
+    assert p.flush(120) == 0
+    return n / (time.perf_counter() - started)
+
+
+def kafka_single_publish(bootstrap: str, topic: str, n: int) -> tuple[float, float, float]:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    p.produce(topic, b"warm-up", partition=0)
+    p.flush(30)
+    lat = []
+    started = time.perf_counter()
+    for i in range(n):
+        t = time.perf_counter()
+        p.produce(topic, (VALUE % i).encode(), partition=0)
+        assert p.flush(30) == 0
+        lat.append(time.perf_counter() - t)
+    elapsed = time.perf_counter() - started
+    q = statistics.quantiles(lat, n=100)
+    return n / elapsed, q[49] * 1e3, q[98] * 1e3
+
+
+def kafka_consume(bootstrap: str, topic: str, n: int) -> float:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-" + uuid.uuid4().hex, "enable.auto.commit": False,
+                  "fetch.queue.backoff.ms": 1})
+    c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    got = 0
+    started = time.perf_counter()
+    while got < n:
+        got += len(c.consume(10000, 1.0))
+    elapsed = time.perf_counter() - started
+    c.close()
+    return n / elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=300_000)
+    ap.add_argument("--body-records", type=int, default=10_000)
+    ap.add_argument("--singles", type=int, default=1_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    import httpx
+
+    print(describe())
+    print(f"records of 100 B; {args.records} per throughput run, bodies of {args.body_records}, "
+          f"{args.singles} single-record requests; median of {args.rounds} rounds\n", flush=True)
+    workdir = tempfile.mkdtemp(prefix="bench-http-")
+    broker = Broker(workdir)
+    results: dict[str, list] = {}
+    try:
+        with httpx.Client(base_url=broker.url, timeout=120) as http:
+            for rnd in range(args.rounds):
+                ht, kt = f"http-{rnd}-{uuid.uuid4().hex[:6]}", f"kafka-{rnd}-{uuid.uuid4().hex[:6]}"
+                for t in (ht, kt):
+                    assert http.post("/topic", json={"name": t}).status_code == 201
+                results.setdefault("http batched publish", []).append(
+                    http_batched_publish(http, ht, args.records, args.body_records))
+                results.setdefault("kafka publish", []).append(kafka_publish(broker.bootstrap, kt, args.records))
+                results.setdefault("http stream read", []).append(http_stream(http, ht, args.records))
+                results.setdefault("kafka consume", []).append(kafka_consume(broker.bootstrap, kt, args.records))
+                results.setdefault("http single publish", []).append(http_single_publish(http, ht, args.singles))
+                results.setdefault("http GET static file", []).append(http_round_trip(http, args.singles))
+                results.setdefault("kafka single publish", []).append(
+                    kafka_single_publish(broker.bootstrap, kt, args.singles))
+                for t in (ht, kt):
+                    http.delete(f"/topic/{t}")
+                print(f"round {rnd + 1}: " + ", ".join(
+                    f"{k} {v[-1] if isinstance(v[-1], float) else v[-1][0]:,.0f}" for k, v in results.items()), flush=True)
+    finally:
+        broker.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    print()
+    for name in ("http batched publish", "kafka publish", "http stream read", "kafka consume"):
+        print(f"{name:24s} {statistics.median(results[name]):>12,.0f} records/s")
+    for name in ("http single publish", "http GET static file", "kafka single publish"):
+        runs = results[name]
+        print(f"{name:24s} {statistics.median(r[0] for r in runs):>12,.0f} records/s   "
+              f"p50 {statistics.median(r[1] for r in runs):.2f} ms   p99 {statistics.median(r[2] for r in runs):.2f} ms")
+
+
+if __name__ == "__main__":
+    main()

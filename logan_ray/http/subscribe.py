@@ -1,0 +1,109 @@
+"""Stateless reads (Katar's "dumb broker"): the client sends its position, gets records and the next one.
+
+``POST /subscribe`` answers once (long-polling up to ``timeout_ms`` for a first
+record); ``GET /stream/{topic}/{partition}`` follows the log live as chunked
+NDJSON (one record per line) or Server-Sent Events (one event per fetched batch,
+``id:`` = the next offset, so a browser's EventSource resumes where it stopped
+via Last-Event-ID).
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import AsyncIterator, Literal, Optional
+
+import ray
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import Response, StreamingResponse
+
+from logan_ray.errors import LoganError, OffsetOutOfRangeError
+from logan_ray.protocol import errors as E
+
+from .backend import current
+from .body import parse, read_body
+from .errors import error_body
+from .models import Encoding, Position, SubscribeRequest, SubscribeResponse
+from .reading import call, fetch, start_offset
+
+router = APIRouter(tags=["records"])
+STREAM_POLL_MS = 500
+
+
+@router.post("/subscribe", summary="Read records from a position (long-poll)",
+             responses={200: {"model": SubscribeResponse}},
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
+                 "schema": SubscribeRequest.model_json_schema(ref_template="#/components/schemas/{model}")}}}})
+async def subscribe(request: Request) -> Response:
+    backend = current()
+    req = parse(SubscribeRequest, await read_body(request, backend.max_body_bytes))
+    for attempt in (1, 2):
+        actor = await backend.actor(req.topic, req.partition)
+        try:
+            offset = await start_offset(actor, req.offset, req.timestamp, req.position)
+            chunk = await fetch(actor, offset, req.max_bytes, req.timeout_ms, req.max_records, req.encoding)
+            break
+        except ray.exceptions.RayActorError:
+            if attempt == 2:
+                raise
+            backend.forget(req.topic)  # the topic was deleted (or re-created) since its route was cached
+    text = (f'{{"topic":{json.dumps(req.topic)},"partition":{req.partition},"records":[{",".join(chunk.records)}],'
+            f'"next_offset":{chunk.next_offset},"high_watermark":{chunk.high_watermark},'
+            f'"log_start_offset":{chunk.log_start_offset}}}')
+    return Response(text, media_type="application/json")
+
+
+@router.get("/stream/{topic}/{partition}", summary="Follow a partition live (NDJSON or Server-Sent Events)",
+            response_class=StreamingResponse,
+            responses={200: {"content": {"application/x-ndjson": {}, "text/event-stream": {}}}})
+async def stream(request: Request, topic: str, partition: int,
+                 offset: Optional[int] = Query(None, ge=0), timestamp: Optional[int] = None,
+                 position: Optional[Position] = None, format: Literal["ndjson", "sse"] = "ndjson",
+                 encoding: Encoding = "utf8", max_records: Optional[int] = Query(None, ge=1),
+                 idle_timeout_ms: Optional[int] = Query(None, ge=0),
+                 max_bytes: int = Query(1 << 20, ge=1, le=64 << 20),
+                 last_event_id: Optional[str] = Header(None)) -> StreamingResponse:
+    """Runs until the client disconnects, or after ``max_records`` records, or after ``idle_timeout_ms``
+    without new records. NDJSON lines are records; SSE events carry ``{"records": [...], "next_offset": N}``."""
+    backend = current()
+    actor = await backend.actor(topic, partition)
+    if last_event_id is not None and last_event_id.isdigit():
+        offset = int(last_event_id)
+    pos = await start_offset(actor, offset, timestamp, position)
+    start, end = await call(actor.offsets.remote())
+    if not start <= pos <= end:  # refuse now, while the answer can still be an HTTP error
+        raise OffsetOutOfRangeError(f"offset {pos} is outside the log [{start}, {end}) of {topic}-{partition}")
+    media = "application/x-ndjson" if format == "ndjson" else "text/event-stream"
+    body = _follow(actor, pos, format, encoding, max_records, idle_timeout_ms, max_bytes)
+    return StreamingResponse(body, media_type=media, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def _follow(actor, pos: int, fmt: str, encoding: str, max_records: int | None, idle_timeout_ms: int | None,
+                  max_bytes: int) -> AsyncIterator[str]:
+    sent = 0
+    idle_since = time.monotonic()
+    if fmt == "sse":
+        yield "retry: 1000\n\n"
+    while max_records is None or sent < max_records:
+        wait = STREAM_POLL_MS
+        if idle_timeout_ms is not None:
+            left = idle_timeout_ms / 1000.0 - (time.monotonic() - idle_since)
+            if left <= 0:
+                return
+            wait = max(1, min(wait, int(left * 1000)))
+        try:
+            chunk = await fetch(actor, pos, max_bytes, wait, (max_records - sent) if max_records else 1 << 30, encoding)
+        except LoganError as e:  # e.g. retention removed the position: say so in the stream, then end it
+            err = json.dumps(error_body(getattr(e, "code", E.UNKNOWN_SERVER_ERROR), str(e)))
+            yield f"event: error\ndata: {err}\n\n" if fmt == "sse" else err + "\n"
+            return
+        pos = chunk.next_offset
+        if not chunk.records:
+            if fmt == "sse":
+                yield ": idle\n\n"  # keeps proxies from closing a quiet stream
+            continue
+        idle_since = time.monotonic()
+        sent += len(chunk.records)
+        if fmt == "ndjson":
+            yield "\n".join(chunk.records) + "\n"
+        else:
+            yield f'id: {pos}\ndata: {{"records":[{",".join(chunk.records)}],"next_offset":{pos}}}\n\n'

@@ -1,0 +1,87 @@
+"""`logan-ray start` serves the HTTP API and console with the broker; `--http` moves it, `--http off` disables it."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+CLI = [sys.executable, "-m", "logan_ray.cli"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(data_dir: str, *args: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([*CLI, "--data-dir", data_dir, "start", "--foreground", "--port", "0", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    lines = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline().decode()
+        lines.append(line)
+        if "is running" in line:
+            return proc, "".join(lines)
+        if not line and proc.poll() is not None:
+            break
+    proc.kill()
+    raise AssertionError("broker did not start:\n" + "".join(lines))
+
+
+def _stop(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 0 and "stopped cleanly" in out, out
+    return out
+
+
+@pytest.mark.slow
+def test_start_serves_api_and_console_on_the_http_address_and_stops_it(tmp_path):
+    port = _free_port()
+    proc, banner = _start(str(tmp_path / "data"), "--http", f"127.0.0.1:{port}/api")
+    try:
+        base = f"http://127.0.0.1:{port}/api"
+        assert f"http:          {base}/" in banner
+        r = httpx.post(f"{base}/topic", json={"name": "events"}, timeout=30)
+        assert r.status_code == 201, r.text
+        r = httpx.post(f"{base}/publish", json={"topic": "events", "records": [{"value": "hi"}]}, timeout=30)
+        assert r.json()["records"][0]["offset"] == 0
+        page = httpx.get(f"{base}/console", timeout=30)
+        assert page.status_code == 200 and "logan-ray" in page.text
+        assert httpx.get(f"{base}/console/state", timeout=30).json()["topics"][0]["name"] == "events"
+    finally:
+        _stop(proc)
+    with pytest.raises(httpx.ConnectError):  # Serve went down with the broker
+        httpx.get(f"http://127.0.0.1:{port}/api/topic", timeout=5)
+
+
+def test_bad_http_setting_is_one_clear_line_and_nothing_starts(tmp_path):
+    r = subprocess.run([*CLI, "--data-dir", str(tmp_path / "d"), "start", "--foreground", "--http", "localhost:http"],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 1 and r.stderr.count(b"\n") == 1 and b"--http" in r.stderr
+    assert not os.path.exists(tmp_path / "d" / "broker.json")
+
+
+@pytest.mark.slow
+def test_taken_http_port_is_one_clear_line_and_a_non_zero_exit(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        r = subprocess.run([*CLI, "--data-dir", str(tmp_path / "d"), "start", "--foreground", "--port", "0",
+                            "--http", f"127.0.0.1:{port}"], capture_output=True, timeout=150)
+    assert r.returncode == 1, r.stdout + r.stderr
+    err = r.stderr.decode()
+    errors = [line for line in err.splitlines() if line.startswith("logan-ray: error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"logan-ray: error: cannot serve the HTTP API on 127.0.0.1:{port}")
+    assert "Traceback" not in err and time.monotonic() - started < 120
+    assert not os.path.exists(tmp_path / "d" / "broker.json")
