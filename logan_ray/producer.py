@@ -66,6 +66,7 @@ HEADER_OVERHEAD = 10  # per record header: key and value length varints
 # too large is split before it is sent.
 COMPRESSION_HEADROOM = 1 / 64
 MAX_EPOCH = 0x7FFF
+MAX_UNREPORTED_ERRORS = 64
 DEFAULT_MAX_MESSAGE_BYTES = 1048588  # Kafka's max.message.bytes default, until the topic's is known
 
 
@@ -386,7 +387,8 @@ class Producer:
 
     def _note_error(self, error: BaseException) -> None:
         with self._lock:
-            self._errors.append(error)
+            if len(self._errors) < MAX_UNREPORTED_ERRORS:  # bounded: flush() raises only the first anyway
+                self._errors.append(error)
 
     def _reported(self, error: BaseException) -> None:
         with self._lock:
