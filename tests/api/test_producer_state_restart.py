@@ -31,21 +31,25 @@ def _active_base(directory: str) -> int:
     return max(int(name[:20]) for name in os.listdir(directory) if name.endswith(".log"))
 
 
-def test_sigkill_keeps_duplicate_detection_from_the_snapshot_and_the_tail(client, broker_dir, topic_name):
+def test_sigkill_keeps_duplicate_detection_from_the_snapshot_and_the_tail(client, topic_name):
     client.create_topic(topic_name, partitions=1, config={"segment.bytes": "20000"})
     actor = client.partition_actor(topic_name, 0)
-    directory = os.path.join(broker_dir, f"{topic_name}-0")
     pid = 1_000_000 + os.getpid()  # a producer id of our own; the broker only checks sequences
     acked: dict[int, int] = {}
     seq = 0
+    directory = None
     # Stop two batches after a roll: the newest segment then holds fewer than five batches.
-    while True:
+    for _ in range(1000):
         acked[seq] = ray.get(actor.append.remote(_batch(pid, seq)))[0]
         seq += 2
+        if directory is None:
+            directory = os.path.dirname(ray.get(actor.locate.remote(0, 1))[0][0][0])
         base = _active_base(directory)
         end = acked[seq - 2] + 2
         if base > 0 and end - base == 4:
             break
+    else:
+        raise AssertionError(f"no roll seen in {directory}")
     old = ray.get(actor.pid.remote())
     os.kill(old, signal.SIGKILL)
     _restarted(actor, old)
