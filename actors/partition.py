@@ -17,10 +17,12 @@ import ray
 
 from logan_ray.storage.batch_header import BatchHeader, iter_headers, validate_batch
 from logan_ray.storage.config import TopicConfig
+from logan_ray.storage.errors import KafkaStorageError
 from logan_ray.storage.log import PartitionLog
 from logan_ray.storage.producer_state import DEFAULT_EXPIRATION_MS, OutOfOrderSequenceError
 
 from .channel import ChannelServer, serve_channel
+from .group_commit import GroupCommit
 from .metrics import PartitionMetrics
 
 log = logging.getLogger("logan_ray.partition")
@@ -44,9 +46,11 @@ class PartitionActor:
         self.directory = directory
         started = time.perf_counter()
         # The log loads idempotent-producer state from its newest snapshot plus the batches after it.
+        self._producer_id_expiration_ms = producer_id_expiration_ms
         self._log = PartitionLog(directory, TopicConfig.from_dict(config),
                                  producer_id_expiration_ms=producer_id_expiration_ms)
         self._producers = self._log.producer_state
+        self._group_commit = GroupCommit(self._log)
         self._new_data: asyncio.Event | None = None
         self._maintenance_interval_s = maintenance_interval_s
         self._maintenance: asyncio.Task | None = None
@@ -61,9 +65,10 @@ class PartitionActor:
     async def append(self, data: bytes) -> tuple[int, int, int]:
         """Append one or more v2 batches; returns (base_offset, log_append_time, log_start_offset).
 
-        Idempotent batches (producer id and sequence set) that repeat one of the
-        producer's last five batches are acknowledged with their original offset
-        and not written again.
+        This is ``acks=1``: the batches are in the log (the page cache), not yet
+        necessarily on disk. Idempotent batches (producer id and sequence set)
+        that repeat one of the producer's last five batches are acknowledged
+        with their original offset and not written again.
         """
         self._start_maintenance()
         started = time.perf_counter()
@@ -74,6 +79,18 @@ class PartitionActor:
             info = self._log.append(data)
             result = (info.base_offset, info.log_append_time, info.log_start_offset)
         self._after_append(sum(h.record_count for h in headers), len(data), started)
+        return result
+
+    async def append_durable(self, data: bytes) -> tuple[int, int, int]:
+        """``acks=all`` on one replica: :meth:`append`, answered once the batches are fsynced.
+
+        The wait is a group commit (see ``actors/group_commit.py``): one
+        fdatasync covers every append that arrived while the previous one ran.
+        A repeated idempotent batch waits too, as its first write may not be
+        on disk yet.
+        """
+        result = await self.append(data)
+        await self._group_commit.wait(self._log.log_end_offset)
         return result
 
     async def _check_sequence(self, h: BatchHeader) -> tuple[int, int] | None:
@@ -110,7 +127,9 @@ class PartitionActor:
                 validate_batch(view, pos, end=pos + h.size)  # never acknowledge a corrupt retry
                 outcome = duplicate
             else:
-                info = self._log.append(view[pos:pos + h.size])  # the log records the producer state
+                # The log records the producer state, also when a flush after the write fails
+                # (KafkaStorageError with ``appended``): a retry is then answered as a duplicate.
+                info = self._log.append(view[pos:pos + h.size])
                 outcome = (info.base_offset, info.log_append_time)
             first = first or outcome
             pos += h.size
@@ -200,6 +219,27 @@ class PartitionActor:
         self._log.flush()
         return self._log.log_end_offset
 
+    async def reopen(self) -> tuple[int, int]:
+        """Operator recovery after a disk error: close the log and open it again from disk.
+
+        Opening rescans everything past the last recovery point, so only what
+        the disk really holds is served afterwards; idempotent-producer state is
+        rebuilt from it. Returns the (log start, log end) offsets.
+        """
+        self._group_commit.close()
+        try:
+            self._log.close()
+        except KafkaStorageError as e:
+            log.warning("closing %s-%d before reopening: %s", self.topic, self.partition, e)
+        config = self._log.config
+        self._log = PartitionLog(self.directory, config, producer_id_expiration_ms=self._producer_id_expiration_ms)
+        self._producers = self._log.producer_state
+        self._group_commit = GroupCommit(self._log)
+        self._publish_state()
+        log.warning("partition %s-%d reopened: offsets [%d, %d)", self.topic, self.partition,
+                    self._log.log_start_offset, self._log.log_end_offset)
+        return self._log.log_start_offset, self._log.log_end_offset
+
     async def apply_retention(self) -> int:
         deleted = self._log.apply_retention()
         self._publish_state()
@@ -240,7 +280,7 @@ class PartitionActor:
         if not self._channel_started:
             self._channel_started = True
             self._channel = await serve_channel(self.directory, {
-                "append": self.append, "locate": self.locate, "offsets": self.offsets,
+                "append": self.append, "append_durable": self.append_durable, "locate": self.locate, "offsets": self.offsets,
                 "wait_for_data": self.wait_for_data, "offset_for_timestamp": self.offset_for_timestamp,
                 "max_timestamp_offset": self.max_timestamp_offset, "delete_records": self.delete_records,
             })
@@ -257,6 +297,7 @@ class PartitionActor:
         if self._maintenance is not None:
             self._maintenance.cancel()
         self._close_channel()
+        self._group_commit.close()
         self._log.close()
 
     async def delete(self) -> None:
@@ -285,6 +326,8 @@ class PartitionActor:
             flush_ms = self._log.config.flush_ms
             interval = min(self._maintenance_interval_s, max(flush_ms / 1000.0, 0.05))
             await asyncio.sleep(interval)
+            if self._log.offline is not None:
+                continue  # waits for reopen(); every client call reports the error meanwhile
             try:
                 if flush_ms < self._maintenance_interval_s * 1000:
                     self._log.flush()

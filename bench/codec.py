@@ -1,8 +1,11 @@
 """Record codec throughput: records/s for build_batch and decode_batch.
 
 Usage: python bench/codec.py [--records 10000] [--value-size 100] [--seconds 1.0]
+       LOGAN_RAY_PURE_CODEC=1 python bench/codec.py    # the pure-Python fallback
 Reports the best of several timed rounds so a shared machine's noise shows
-up as little as possible.
+up as little as possible. Alongside logan-ray's codec (compiled or pure, as
+printed) it measures aiokafka's compiled (Cython) v2 batch builder and reader
+on the same records: the alternative that was weighed against our own extension.
 """
 from __future__ import annotations
 
@@ -11,7 +14,12 @@ import os
 import platform
 import time
 
-from logan_ray.storage.records import build_batch, decode_batch, scan_batch_raw
+from needs import need  # noqa: E402  (bench/ is on sys.path when a bench runs as a script)
+
+if __name__ == "__main__":
+    need("logan_ray", "aiokafka")
+
+from logan_ray.storage.records import build_batch, compiled, decode_batch, decode_columns, scan_batch_raw
 
 
 def best_rate(fn, records_per_call: int, seconds: float) -> float:
@@ -34,7 +42,8 @@ def main() -> None:
     args = ap.parse_args()
     n, size = args.records, args.value_size
     print(f"python {platform.python_version()} on {platform.platform()}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cpus; {n} records/batch, {size}-byte values")
+          f"{os.cpu_count()} cpus; {n} records/batch, {size}-byte values; "
+          f"codec: {'compiled' if compiled() else 'pure Python'}")
     values = [(b"%08d" % i) + os.urandom(size // 2).hex().encode()[: size - 8] for i in range(n)]
     keys = [b"key-%d" % (i % 1000) for i in range(n)]
     ts = 1_700_000_000_000
@@ -48,6 +57,30 @@ def main() -> None:
     drate = best_rate(lambda: decode_batch(batch), n, args.seconds)
     srate = best_rate(lambda: scan_batch_raw(batch), n, args.seconds)
     print(f"  keyed  build {rate:>12,.0f} rec/s   decode {drate:>10,.0f} rec/s   raw scan {srate:,.0f} rec/s")
+    plain = build_batch(values, timestamps=ts)
+    crate = best_rate(lambda: decode_columns(plain), n, args.seconds)
+    print(f"  columns (decode_columns, uncompressed)          {crate:>10,.0f} rec/s")
+    aiokafka_rates(values, ts, plain, n, args.seconds)
+
+
+def aiokafka_rates(values, ts, plain: bytes, n: int, seconds: float) -> None:
+    """aiokafka's Cython DefaultRecordBatchBuilder / DefaultRecordBatch on the same records."""
+    from aiokafka.record._crecords import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+    def build() -> bytes:
+        b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0, producer_id=-1,
+                                      producer_epoch=-1, base_sequence=-1, batch_size=1 << 30)
+        for v in values:
+            b.append(0, timestamp=ts, key=None, value=v, headers=[])
+        return bytes(b.build())
+
+    def decode() -> list:
+        batch = DefaultRecordBatch(plain)
+        batch.validate_crc()
+        return [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in batch]
+
+    print(f"  aiokafka (Cython) none build {best_rate(build, n, seconds):>12,.0f} rec/s   "
+          f"decode {best_rate(decode, n, seconds):>10,.0f} rec/s (to tuples)")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,11 @@ import tempfile
 import time
 import uuid
 
+from needs import need  # noqa: E402  (bench/ is on sys.path when a bench runs as a script)
+
+if __name__ == "__main__":
+    need("logan_ray", "ray", "confluent_kafka")
+
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "token")
 

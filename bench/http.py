@@ -39,6 +39,10 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
 sys.path.insert(0, os.path.dirname(HERE))
 
 from bench.machine import describe  # noqa: E402
+from bench.needs import need  # noqa: E402
+
+if __name__ == "__main__":
+    need("logan_ray", "confluent_kafka", "httpx")
 
 VALUE = "x" * 60 + "%040d"  # 100 B
 

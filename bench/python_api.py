@@ -1,14 +1,32 @@
-"""Produce/consume throughput of 100-byte records through the Python API vs ray.util.queue.Queue.
+"""Python API throughput side by side with confluent-kafka through the gateway, in one run.
 
-Run: python bench/python_api.py [--records 2000000] [--queue-records 3000]
+Run: python bench/python_api.py [--records 2000000] [--record-size 100] [--queue-records 3000]
+
+One embedded broker, 100 B values, one partition. Measured in this order:
+1. produce with ``Producer.send_batch`` (lists of 50,000 values) and, on the same
+   partition, ``send`` one record at a time (300,000 records);
+2. consume everything from offset 0 with ``Consumer.poll`` and with
+   ``Consumer.poll_arrow`` (8 MiB fetches);
+3. the reference: confluent-kafka's producer and consumer through the Kafka
+   gateway of the same broker, on the same topic (the consumer reads the same
+   records from offset 0; the producer appends ``--records`` more);
+4. ``ray.util.queue.Queue`` put/get, the Ray primitive a queue user would reach for.
+Each rate is records/s over the whole loop including the final flush/ack.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 import tempfile
 import time
+import uuid
+
+from needs import need  # noqa: E402  (bench/ is on sys.path when a bench runs as a script)
+
+if __name__ == "__main__":
+    need("logan_ray", "ray", "confluent_kafka")
 
 sys.path.insert(0, os.path.dirname(__file__))
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -16,9 +34,56 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 import machine  # noqa: E402
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def confluent_consume(bootstrap: str, topic: str, n: int) -> float:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False, "fetch.queue.backoff.ms": 1})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    t = time.perf_counter()
+    deadline = t + 300
+    while got < n and time.perf_counter() < deadline:
+        for m in c.consume(10000, 1.0):
+            if m.error() is None:
+                got += 1
+    took = time.perf_counter() - t
+    c.close()
+    if got < n:
+        raise RuntimeError(f"confluent-kafka consumed {got} of {n}")
+    return n / took
+
+
+def confluent_produce(bootstrap: str, topic: str, n: int, value: bytes) -> float:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1048576,
+                  "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2_000_000})
+    produce_one = p.produce
+    t = time.perf_counter()
+    for _ in range(n):
+        try:
+            produce_one(topic, value, partition=0)
+        except BufferError:
+            p.poll(0.01)
+            produce_one(topic, value, partition=0)
+    left = p.flush(300)
+    took = time.perf_counter() - t
+    if left:
+        raise RuntimeError(f"confluent-kafka: {left} records not acknowledged")
+    return n / took
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=2_000_000)
+    ap.add_argument("--single-records", type=int, default=300_000)
     ap.add_argument("--queue-records", type=int, default=3000)
     ap.add_argument("--record-size", type=int, default=100)
     args = ap.parse_args()
@@ -27,11 +92,16 @@ def main() -> None:
     from ray.util.queue import Queue
 
     import logan_ray
+    from logan_ray.gateway import start_gateways, stop_gateways
+    from logan_ray.storage.records import compiled
 
-    print(machine.describe())
+    print(machine.describe(), flush=True)
+    print(f"record codec: {'compiled' if compiled() else 'pure Python'}")
     value = b"x" * args.record_size
+    rates: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as d:
         client = logan_ray.connect(data_dir=d)
+        node = ray.get_runtime_context().get_node_id()
         try:
             client.create_topic("bench", partitions=1)
             producer = client.producer(batch_size=1 << 20, linger_ms=5)
@@ -40,44 +110,68 @@ def main() -> None:
             for _ in range(args.records // len(chunk)):
                 producer.send_batch("bench", chunk, partition=0)
             producer.flush()
-            produce_s = time.perf_counter() - t
             n = (args.records // len(chunk)) * len(chunk)
-            produce_rate = n / produce_s
+            rates["logan-ray produce (send_batch)"] = n / (time.perf_counter() - t)
+            print("send_batch done", flush=True)
 
+            single_n = min(n, args.single_records)
+            send = producer.send
             t = time.perf_counter()
-            single_n = min(n, 300_000)
             for _ in range(single_n):
-                producer.send("bench", value, partition=0)
+                send("bench", value, partition=0)
             producer.flush()
-            single_rate = single_n / (time.perf_counter() - t)
+            rates["logan-ray produce (send)"] = single_n / (time.perf_counter() - t)
+            print("send done", flush=True)
+            total = n + single_n
 
             consumer = client.consumer(auto_offset_reset="earliest", fetch_max_bytes=8 << 20)
             consumer.assign([("bench", 0)])
             got = 0
             t = time.perf_counter()
-            while got < n:
+            while got < total:
                 got += len(consumer.poll(5000))
-            consume_rate = got / (time.perf_counter() - t)
+            rates["logan-ray consume (poll)"] = got / (time.perf_counter() - t)
+            print("poll done", flush=True)
+            consumer.close()
+
+            consumer = client.consumer(auto_offset_reset="earliest", fetch_max_bytes=8 << 20)
+            consumer.assign([("bench", 0)])
+            got = 0
+            t = time.perf_counter()
+            while got < total:
+                got += consumer.poll_arrow(5000).num_rows
+            rates["logan-ray consume (poll_arrow)"] = got / (time.perf_counter() - t)
+            print("poll_arrow done", flush=True)
+            consumer.close()
+
+            bootstrap = start_gateways("127.0.0.1", free_port(), nodes=[node])[node]
+            try:
+                rates["confluent-kafka consume (gateway)"] = confluent_consume(bootstrap, "bench", total)
+                rates["confluent-kafka produce (gateway)"] = confluent_produce(bootstrap, "bench", n, value)
+            finally:
+                stop_gateways([node])
 
             q = Queue()
             t = time.perf_counter()
             for _ in range(args.queue_records):
                 q.put(value)
-            queue_put = args.queue_records / (time.perf_counter() - t)
+            rates["ray.util.queue.Queue put"] = args.queue_records / (time.perf_counter() - t)
             t = time.perf_counter()
             for _ in range(args.queue_records):
                 q.get()
-            queue_get = args.queue_records / (time.perf_counter() - t)
+            rates["ray.util.queue.Queue get"] = args.queue_records / (time.perf_counter() - t)
         finally:
             client.close()
 
-    print(f"{'':34}{'records/s':>14}{'vs Queue':>10}")
-    print(f"{'logan-ray produce (send_batch)':34}{produce_rate:>14,.0f}{produce_rate / queue_put:>9,.0f}x")
-    print(f"{'logan-ray produce (send)':34}{single_rate:>14,.0f}{single_rate / queue_put:>9,.0f}x")
-    print(f"{'logan-ray consume (poll)':34}{consume_rate:>14,.0f}{consume_rate / queue_get:>9,.0f}x")
-    print(f"{'ray.util.queue.Queue put':34}{queue_put:>14,.0f}")
-    print(f"{'ray.util.queue.Queue get':34}{queue_get:>14,.0f}")
-    print(f"({n:,} records of {args.record_size} B for logan-ray; {args.queue_records:,} for the Queue)")
+    ref_c = rates["confluent-kafka consume (gateway)"]
+    ref_p = rates["confluent-kafka produce (gateway)"]
+    print(f"{'':36}{'records/s':>14}{'vs confluent':>14}")
+    for name, rate in rates.items():
+        ref = ref_c if "consume" in name else ref_p if "produce" in name else None
+        rel = f"{rate / ref:>13.2f}x" if ref and not name.startswith("confluent") else ""
+        print(f"{name:36}{rate:>14,.0f}{rel}")
+    print(f"({n:,} records of {args.record_size} B by send_batch, {single_n:,} by send; "
+          f"{args.queue_records:,} for the Queue)")
 
 
 if __name__ == "__main__":

@@ -27,6 +27,11 @@ import sys
 import tempfile
 import time
 
+from needs import need  # noqa: E402  (bench/ is on sys.path when a bench runs as a script)
+
+if __name__ == "__main__":
+    need("logan_ray", "ray", "pyarrow", "pyspark", "raydp", commands=("java",))
+
 sys.path.insert(0, os.path.dirname(__file__))
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("RAY_AUTH_MODE", "token")  # before Ray reads its config (see client.init_ray)

@@ -2,13 +2,13 @@
 
 The foreground process owns the embedded Ray runtime (or attaches to a cluster),
 creates the router (which re-creates partitions from disk), and publishes where
-it can be reached in ``<data-dir>/broker.json`` so other processes (CLI, apps)
-find it. On SIGTERM/SIGINT it flushes and closes every partition, so the next
-start skips recovery.
+it can be reached in its runtime file (``<data-dir>/broker.json`` and a per-user
+copy, see logan_ray.runtime_file) so other processes (CLI, apps) find it. On
+SIGTERM/SIGINT it flushes and closes every partition, so the next start skips
+recovery.
 """
 from __future__ import annotations
 
-import json
 import os
 import signal
 import threading
@@ -17,9 +17,8 @@ from typing import Any, Callable
 
 import ray
 
-from logan_ray.storage.atomic import atomic_write
-
 from . import client as _client
+from . import runtime_file
 from ._ray import get
 from .errors import LoganError
 
@@ -93,7 +92,7 @@ class Broker:
 
             self.http_running = True
             self.endpoints["http"] = start_http(http)
-        atomic_write(self.broker_file, json.dumps(self.endpoints, indent=1).encode())
+        runtime_file.publish(self.endpoints)
         return self.endpoints
 
     def stop(self) -> None:
@@ -115,10 +114,7 @@ class Broker:
                 get(self.router.shutdown.remote(), timeout=120)
                 ray.kill(self.router, no_restart=True)
         finally:
-            try:
-                os.unlink(self.broker_file)
-            except FileNotFoundError:
-                pass
+            runtime_file.withdraw(self.options.data_dir, os.getpid())
             if self.owns_ray:
                 ray.shutdown()
 

@@ -1,20 +1,28 @@
 """The ``logan-ray`` command: start/stop a broker, admin topics, produce and consume lines.
 
-Errors are one clear line on stderr and a non-zero exit, never a traceback.
+Commands find the running broker through its runtime file (logan_ray.runtime_file);
+``--data-dir``, ``--address`` and ``$LOGAN_RAY_DATA_DIR`` choose another, and
+``--bootstrap-server`` talks the Kafka protocol instead of Ray (logan_ray.kafka_backend).
+The global options are accepted before or after the subcommand. Errors are one
+clear line on stderr and a non-zero exit within seconds, never a traceback or a hang.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
-from . import client as _client
+from . import runtime_file
 from .errors import LoganError, SerializationError
+
+ATTACH_TIMEOUT_S = 20.0  # a broker whose runtime file and Ray port look fine but which does not answer
 
 
 def _parse_configs(items: Sequence[str] | None) -> dict[str, str]:
@@ -27,8 +35,43 @@ def _parse_configs(items: Sequence[str] | None) -> dict[str, str]:
     return out
 
 
+@contextlib.contextmanager
+def _watchdog(seconds: float, message: str) -> Iterator[None]:
+    """Exit with ``message`` if the block has not finished within ``seconds``: the CLI never hangs.
+
+    Ray's attach has its own long retry loops; they can not be interrupted from Python.
+    """
+    def fire() -> None:
+        _err(message)
+        sys.stderr.flush()
+        os._exit(1)
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
 def _connect(args: argparse.Namespace):
-    return _client.connect(args.address, args.data_dir, embedded=False)
+    """The backend a command talks to: Kafka with --bootstrap-server, else the broker's Ray actors."""
+    if args.bootstrap_server:
+        from .kafka_backend import KafkaBackend
+
+        return KafkaBackend(args.bootstrap_server)
+    from . import client as _client
+
+    target = args.address or (args.data_dir and f"data dir {args.data_dir}") or "the running broker"
+    with _watchdog(ATTACH_TIMEOUT_S, f"no answer from logan-ray at {target} within {ATTACH_TIMEOUT_S:.0f} s; "
+                                     f"check that its broker is up (`logan-ray status`) or restart it"):
+        return _client.connect(args.address, args.data_dir, embedded=False)
+
+
+def _ray_only(args: argparse.Namespace, what: str) -> None:
+    if args.bootstrap_server:
+        raise ValueError(f"{what} works through Ray, not the Kafka protocol; drop --bootstrap-server")
 
 
 def _err(msg: str) -> None:
@@ -37,8 +80,10 @@ def _err(msg: str) -> None:
 
 # ---------------------------------------------------------------- broker life
 def cmd_start(args: argparse.Namespace) -> int:
+    _ray_only(args, "start")
     from .broker import BrokerOptions, run_foreground
 
+    args.data_dir = args.data_dir or runtime_file.default_data_dir()
     opts = BrokerOptions(data_dir=args.data_dir, address=args.address,
                          auto_create_topics=not args.no_auto_create_topics, num_partitions=args.num_partitions,
                          gateway=not args.no_gateway, host=args.host, port=args.port,
@@ -56,7 +101,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         print("logan-ray stopped cleanly.", flush=True)
         return 0
     # Background: run the foreground broker as a detached process and wait for its broker file.
-    info = _client.read_broker_file(args.data_dir)
+    info = runtime_file.read(runtime_file.data_dir_path(args.data_dir))
     if info is not None:
         _err(f"a broker (pid {info['pid']}) already serves {args.data_dir}")
         return 1
@@ -82,7 +127,7 @@ def cmd_start(args: argparse.Namespace) -> int:
                                 start_new_session=True)
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
-        info = _client.read_broker_file(args.data_dir)
+        info = runtime_file.read(runtime_file.data_dir_path(args.data_dir))
         if info is not None and info.get("pid") == proc.pid:
             _print_endpoints(info)
             print(f"logan-ray started in the background (pid {proc.pid}, log {log_path}).")
@@ -109,17 +154,16 @@ def _print_endpoints(ep: dict[str, Any]) -> None:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    info = _client.read_broker_file(args.data_dir)
-    if info is None:
-        _err(f"no logan-ray broker is running for {args.data_dir}")
+    _ray_only(args, "stop")
+    lookup = runtime_file.find(args.data_dir)
+    if lookup.info is None:
+        _err(runtime_file.not_found_message(lookup))
         return 1
-    pid = info["pid"]
+    pid = lookup.info["pid"]
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not runtime_file.process_alive(pid):
             print(f"logan-ray (pid {pid}) stopped.")
             return 0
         time.sleep(0.2)
@@ -138,8 +182,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         table.add_column(col, justify="right" if col not in ("topic", "node") else "left")
     for r in rows:
         table.add_row(r["topic"], str(r["partition"]), r["node_id"][:12], str(r["log_start_offset"]),
-                      str(r["log_end_offset"]), _human(r["size_bytes"]), str(r["segment_count"]))
-    Console().print(table)
+                      str(r["log_end_offset"]), "-" if r["size_bytes"] is None else _human(r["size_bytes"]),
+                      "-" if r["segment_count"] is None else str(r["segment_count"]))
+    # Piped output is for reading and parsing: never truncate a topic name to a terminal's width.
+    Console(width=None if sys.stdout.isatty() else 10_000).print(table)
     return 0
 
 
@@ -182,6 +228,7 @@ def cmd_topic(args: argparse.Namespace) -> int:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
+    _ray_only(args, "compact")
     c = _connect(args)
     for r in c.compact(args.topic, roll=not args.no_roll):
         print(f"{args.topic}-{r['partition']}: {r['passes']} passes, {_human(r['bytes_before'])} -> "
@@ -192,10 +239,22 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 # ------------------------------------------------------------ produce/consume
 def cmd_produce(args: argparse.Namespace) -> int:
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
     c = _connect(args)
     sep = args.key_separator.encode() if args.key_separator else None
+    started = time.monotonic()
+    if args.bootstrap_server:
+        n = c.produce_lines(args.topic, sys.stdin.buffer, sep, args.partition, args.acks, args.compression,
+                            args.linger_ms)
+    else:
+        n = _produce_ray(c, args, sep)
+    elapsed = time.monotonic() - started
+    print(f"produced {n} records to {args.topic} in {elapsed:.2f} s", file=sys.stderr)
+    return 0
+
+
+def _produce_ray(c: Any, args: argparse.Namespace, sep: bytes | None) -> int:
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     producer = c.producer(acks=args.acks, compression=args.compression, linger_ms=args.linger_ms)
     n = 0
     started = time.monotonic()
@@ -215,13 +274,17 @@ def cmd_produce(args: argparse.Namespace) -> int:
                 rate = n / max(time.monotonic() - started, 1e-9)
                 progress.update(task, description=f"produced {n:,} records ({rate:,.0f}/s)")
         producer.close()
-    elapsed = time.monotonic() - started
-    print(f"produced {n} records to {args.topic} in {elapsed:.2f} s", file=sys.stderr)
-    return 0
+    return n
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
     c = _connect(args)
+    if args.bootstrap_server:
+        n = c.consume_lines(args.topic, sys.stdout.buffer, args.from_beginning, args.partition, args.offset,
+                            args.max_messages, args.timeout_ms,
+                            args.key_separator.encode() if args.key_separator else None)
+        print(f"consumed {n} records", file=sys.stderr)
+        return 0
     consumer = c.consumer(auto_offset_reset="earliest" if args.from_beginning else "latest")
     n_parts = len(c.partitions(args.topic))
     parts = [args.partition] if args.partition is not None else list(range(n_parts))
@@ -263,9 +326,6 @@ def cmd_groups(args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="logan-ray", description="A Kafka-compatible streaming log on Ray.")
-    p.add_argument("--data-dir", default=_client.default_data_dir(),
-                   help="data folder (default: $LOGAN_RAY_DATA_DIR or ~/.logan-ray)")
-    p.add_argument("--address", default=None, help="Ray cluster address to join/attach (default: local)")
     sub = p.add_subparsers(dest="cmd", required=True)
 
     s = sub.add_parser("start", help="start a broker")
@@ -332,12 +392,37 @@ def build_parser() -> argparse.ArgumentParser:
     from .group_cli import add_groups_parser
 
     add_groups_parser(sub).set_defaults(func=cmd_groups)
+    _add_global_options(p)
     return p
+
+
+def _add_global_options(parser: argparse.ArgumentParser) -> None:
+    """--data-dir, --address and --bootstrap-server on every (sub)command, so they go before or after it.
+
+    Defaults are SUPPRESS so that a value given at one level is not overwritten by
+    another level's default; ``main`` fills in what was not given.
+    """
+    parser.add_argument("--data-dir", default=argparse.SUPPRESS,
+                        help="data folder of the broker (default: $LOGAN_RAY_DATA_DIR, else the running broker's, "
+                             "else ~/.logan-ray)")
+    parser.add_argument("--address", default=argparse.SUPPRESS,
+                        help="Ray cluster address to join (start) or attach to (default: the running broker's)")
+    parser.add_argument("--bootstrap-server", default=argparse.SUPPRESS, metavar="HOST:PORT",
+                        help="talk the Kafka protocol to this logan-ray gateway or Kafka broker instead of Ray "
+                             "(topic, produce, consume, groups, status)")
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _add_global_options(child)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    args.data_dir = os.path.abspath(os.path.expanduser(args.data_dir))
+    args.data_dir = getattr(args, "data_dir", None)
+    if args.data_dir is not None:
+        args.data_dir = os.path.abspath(os.path.expanduser(args.data_dir))
+    args.address = getattr(args, "address", None)
+    args.bootstrap_server = getattr(args, "bootstrap_server", None)
     if getattr(args, "acks", None) is not None and args.acks != "all":
         args.acks = int(args.acks)
     try:

@@ -1,46 +1,38 @@
 """``logan_ray.connect``: find (or start) logan-ray on Ray and hand back an admin client.
 
-Resolution order: an already initialised Ray runtime; ``address``; the broker
-file a running ``logan-ray start`` wrote into the data dir; ``RAY_ADDRESS``;
-otherwise an embedded single-node Ray bound to 127.0.0.1 is started in-process.
+Resolution order: an already initialised Ray runtime; ``address``; the runtime
+file a running ``logan-ray start`` published (see logan_ray.runtime_file);
+``RAY_ADDRESS``; otherwise an embedded single-node Ray bound to 127.0.0.1 is
+started in-process. Ray's loopback and token-auth settings are applied here,
+before Ray starts or attaches, so no environment variable is needed by hand.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
+import socket
 from typing import Any, Iterable
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from . import runtime_file
 from ._ray import NAMESPACE, get
 from .errors import NotRunningError, UnknownTopicError
 
 log = logging.getLogger("logan_ray")
 
-BROKER_FILE = "broker.json"
+BROKER_FILE = runtime_file.FILE_NAME
+_LOOPBACK_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 def default_data_dir() -> str:
-    return os.path.abspath(os.path.expanduser(os.environ.get("LOGAN_RAY_DATA_DIR") or "~/.logan-ray"))
+    return runtime_file.default_data_dir()
 
 
 def read_broker_file(data_dir: str) -> dict[str, Any] | None:
-    try:
-        with open(os.path.join(data_dir, BROKER_FILE)) as f:
-            info = json.load(f)
-    except (FileNotFoundError, ValueError):
-        return None
-    pid = info.get("pid")
-    if pid:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None  # stale file from a broker that died
-        except PermissionError:
-            pass
-    return info
+    """The runtime file of the broker serving ``data_dir``, or None when none runs there."""
+    return runtime_file.read(runtime_file.data_dir_path(data_dir))
 
 
 _context: Any = None  # the RayContext of an embedded Ray started here (dashboard URL)
@@ -67,33 +59,73 @@ def _enable_token_auth() -> None:
     Config.initialize("")
 
 
+def _bind_loopback() -> None:
+    """Every Ray listener of this process (and of the Ray it starts) on 127.0.0.1.
+
+    Ray's single-node switch is RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0, read once at
+    import: without it a process attaching to a loopback broker looks for its raylet
+    at the machine's external address and waits forever. The variable is set for
+    the child processes Ray starts, and Ray's cached constant is updated for this
+    one. An explicit setting is respected.
+    """
+    from ray._private import ray_constants
+
+    os.environ.setdefault(_LOOPBACK_ENV, "0")
+    ray_constants.ENABLE_RAY_CLUSTER = os.environ[_LOOPBACK_ENV].lower() in ("1", "true")
+
+
+def _is_loopback(address: str) -> bool:
+    host = address.rsplit(":", 1)[0].strip("[]")
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _check_reachable(address: str, timeout: float = 3.0) -> None:
+    """Fail in seconds, not minutes, when nothing listens at a Ray GCS address ("host:port").
+
+    ``ray.init`` retries an unreachable GCS for a long time, logging as it goes.
+    """
+    if address == "auto" or "://" in address or ":" not in address:
+        return
+    host, port = address.rsplit(":", 1)
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except (OSError, ValueError) as e:
+        raise NotRunningError(f"cannot reach Ray at {address} ({e.strerror or e})") from None
+
+
 def init_ray(address: str | None = None, data_dir: str | None = None, *, embedded: bool = True,
              **ray_kwargs: Any) -> bool:
     """Attach to or start Ray; returns True when this call started an embedded Ray.
 
-    With ``embedded=False`` it only attaches, raising NotRunningError when no broker is found.
+    Resolution: ``address``; the runtime file of a running broker (``data_dir`` or
+    $LOGAN_RAY_DATA_DIR if given, else the per-user one, then the default data dir);
+    ``RAY_ADDRESS``; otherwise (only with ``embedded``) an embedded single-node Ray
+    bound to 127.0.0.1. With ``embedded=False`` it only attaches, raising
+    NotRunningError (with what it tried) when no broker is found.
     """
     global _context
     if ray.is_initialized():
         return False
-    data_dir = data_dir or default_data_dir()
+    lookup = None
     if address is None:
-        info = read_broker_file(data_dir)
-        if info is not None:
-            address = info["ray_address"]
+        lookup = runtime_file.find(data_dir)
+        if lookup.info is not None:
+            address = lookup.info["ray_address"]
     if address is None and os.environ.get("RAY_ADDRESS"):
         address = os.environ["RAY_ADDRESS"]
+    if address is None and not embedded:
+        raise NotRunningError(runtime_file.not_found_message(lookup or runtime_file.Lookup()))
+    for stale in lookup.stale if lookup is not None else ():
+        log.warning("logan-ray: ignoring stale runtime file %s", stale)
+    if address is None or _is_loopback(address):
+        _bind_loopback()
     _enable_token_auth()
     common = dict(namespace=NAMESPACE, logging_level=logging.WARNING, configure_logging=False,
                   log_to_driver=False)
     if address is not None:
+        _check_reachable(address)
         ray.init(address=address, **common)
         return False
-    if not embedded:
-        raise NotRunningError(
-            f"no logan-ray broker is running for data dir {data_dir}; start one with `logan-ray start`")
-    # Single-node embedded Ray: every listener on loopback (Ray's single-node switch).
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     _context = ray.init(include_dashboard=True, dashboard_host="127.0.0.1", **{**common, **ray_kwargs})
     return True
 

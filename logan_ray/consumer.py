@@ -1,7 +1,10 @@
 """Consumer: reads partitions through their actors with one prefetching long-poll per partition.
 
 Each fetch returns whole batches (up to ``fetch_max_bytes``), so a single actor
-call delivers thousands of records; records are decoded only here, at the edge.
+call delivers thousands of records; records are decoded only here, at the edge,
+and only when the caller asks for them: ``poll`` decodes into record tuples,
+``poll_arrow`` into an Arrow table (the columnar decoder Ray Data and Spark
+use), both through the compiled record codec.
 
 With ``group=`` the consumer is a member of a Kafka consumer group (classic
 protocol, see :mod:`logan_ray.group_member`): ``subscribe`` lets the group split
@@ -17,17 +20,21 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Iterable, Iterator, NamedTuple, Sequence
+from collections import deque
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple, Sequence
 
 import ray
 
 from logan_ray.storage.batch_header import iter_headers
-from logan_ray.storage.records import decode_records
+from logan_ray.storage.records import decode_tagged
 
 from ._ray import get
 from .errors import GroupError, LoganError, OffsetOutOfRangeError, UnknownPartitionError
 from .group_member import GroupMember, OffsetAndMetadata
 from .serializers import deserializer
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndMetadata", "TopicPartition"]
 
@@ -90,7 +97,11 @@ class Consumer:
         self._max_poll_records = max_poll_records
         self._positions: dict[TopicPartition, int | None] = {}
         self._pending: dict[TopicPartition, tuple[Any, int]] = {}  # tp -> (ref, offset fetched)
+        # Fetched but not yet returned, in fetch order: raw fetches are decoded on demand,
+        # into records (poll) or a table (poll_arrow); a caller mixing both gets the rest converted.
+        self._fetched: deque[tuple[TopicPartition, int, bytes]] = deque()  # (tp, first offset wanted, batches)
         self._buffer: list[ConsumerRecord] = []
+        self._table: pa.Table | None = None
         if topics:
             self.subscribe(topics)
 
@@ -122,7 +133,7 @@ class Consumer:
                 raise UnknownPartitionError(f"topic {tp.topic!r} has no partition {tp.partition}")
         self._positions = {tp: self._positions.get(tp) for tp in new}
         self._pending = {tp: v for tp, v in self._pending.items() if tp in self._positions}
-        self._buffer = [r for r in self._buffer if (r.topic, r.partition) in self._positions]
+        self._drop_buffered(lambda tp: tp not in self._positions)
 
     def assignment(self) -> set[TopicPartition]:
         return set(self._positions)
@@ -139,7 +150,7 @@ class Consumer:
             raise OffsetOutOfRangeError(f"cannot seek {tp.topic}-{tp.partition} to negative offset {offset}")
         self._positions[tp] = offset
         self._pending.pop(tp, None)
-        self._buffer = [r for r in self._buffer if (r.topic, r.partition) != tp]
+        self._drop_buffered(lambda other: other == tp)
 
     def seek_to_beginning(self, *partitions: tuple[str, int]) -> None:
         for tp in partitions or list(self._positions):
@@ -191,27 +202,89 @@ class Consumer:
         """Records from any assigned partition, waiting up to ``timeout_ms`` for the first ones."""
         limit = max_records or self._max_poll_records
         deadline = time.monotonic() + timeout_ms / 1000.0
-        if self._subscribed is not None and not self._group_poll(deadline):
-            return []
-        if self._auto_commit and time.monotonic() >= self._next_commit:
-            self._maybe_auto_commit()
-        if not self._buffer:
-            while not self._buffer and self._positions:
-                self._prefetch(min(self._max_wait_ms, max(0, timeout_ms)))
-                remaining = max(0.0, deadline - time.monotonic())
-                refs = [ref for ref, _ in self._pending.values()]
-                ready, _ = ray.wait(refs, num_returns=1, timeout=remaining)
-                # take every fetch that is already done, not just the first
-                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if ready else (ready, None)
-                ready_set = set(ready)
-                for tp, (ref, pos) in list(self._pending.items()):
-                    if ref in ready_set:
-                        del self._pending[tp]
-                        self._absorb(tp, pos, ref)
-                if not self._buffer and time.monotonic() >= deadline:
-                    break
+        while True:
+            if not self._wait_for_data(deadline, timeout_ms):
+                return []
+            if self._table is not None:
+                self._buffer.extend(self._table_records(self._table))
+                self._table = None
+            while self._fetched and len(self._buffer) < limit:
+                self._buffer.extend(self._decode(*self._fetched.popleft()))
+            if self._buffer or time.monotonic() >= deadline:
+                break
         out, self._buffer = self._buffer[:limit], self._buffer[limit:]
         return out
+
+    def poll_arrow(self, timeout_ms: int = 1000, max_records: int | None = None) -> "pa.Table":
+        """Like ``poll``, as one Arrow table with the columns of ``logan_ray.data.read_topic``
+        (topic, partition, offset, timestamp, timestamp_type, key, value, headers).
+
+        Decoded straight from the fetched batches into Arrow buffers, no Python object
+        per record; keys and values stay bytes (deserializers do not apply). Positions
+        and commits advance exactly as with ``poll``.
+        """
+        import pyarrow as pa
+
+        from logan_ray.data.arrow_records import decode_to_table, empty_table
+
+        limit = max_records or self._max_poll_records
+        deadline = time.monotonic() + timeout_ms / 1000.0
+        tables = []
+        have = 0
+        while not tables:
+            if not self._wait_for_data(deadline, timeout_ms):
+                return empty_table()
+            if self._buffer:
+                tables.append(self._records_table(self._buffer))
+                have = len(self._buffer)
+                self._buffer = []
+            if self._table is not None:
+                tables.append(self._table)
+                have += self._table.num_rows
+                self._table = None
+            while self._fetched and have < limit:
+                tp, pos, data = self._fetched.popleft()
+                t = decode_to_table(data, topic=tp.topic, partition=tp.partition, start=pos)
+                if t.num_rows:
+                    tables.append(t)
+                    have += t.num_rows
+            if time.monotonic() >= deadline:
+                break
+        if not tables:
+            return empty_table()
+        table = tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+        if table.num_rows > limit:
+            self._table = table.slice(limit)
+            table = table.slice(0, limit)
+        return table
+
+    def _wait_for_data(self, deadline: float, timeout_ms: int) -> bool:
+        """Fetch until something is buffered or the deadline passes; False if the group is not ready."""
+        if self._subscribed is not None and not self._group_poll(deadline):
+            return False
+        if self._auto_commit and time.monotonic() >= self._next_commit:
+            self._maybe_auto_commit()
+        while not self._has_buffered() and self._positions:
+            self._prefetch(min(self._max_wait_ms, max(0, timeout_ms)))
+            remaining = max(0.0, deadline - time.monotonic())
+            refs = [ref for ref, _ in self._pending.values()]
+            ready, _ = ray.wait(refs, num_returns=1, timeout=remaining)
+            # take every fetch that is already done, not just the first
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if ready else (ready, None)
+            ready_set = set(ready)
+            for tp, (ref, pos) in list(self._pending.items()):
+                if ref in ready_set:
+                    del self._pending[tp]
+                    self._absorb(tp, pos, ref)
+            if not self._has_buffered() and time.monotonic() >= deadline:
+                break
+        if self._has_buffered():
+            # the next fetches travel while the caller decodes and handles these records
+            self._prefetch(min(self._max_wait_ms, max(0, timeout_ms)))
+        return True
+
+    def _has_buffered(self) -> bool:
+        return bool(self._buffer or self._fetched or (self._table is not None and self._table.num_rows))
 
     def _absorb(self, tp: TopicPartition, pos: int, ref) -> None:
         if self._positions.get(tp) != pos:
@@ -227,14 +300,49 @@ class Consumer:
         next_offset = pos
         for _, h in iter_headers(data):
             next_offset = max(next_offset, h.next_offset)
-        kd, vd = self._key_de, self._value_de
-        topic, part = tp
-        self._buffer.extend(
-            ConsumerRecord(topic, part, r.offset, r.timestamp,
-                           r.key if kd is None else kd(r.key), r.value if vd is None else vd(r.value), r.headers)
-            for r in decode_records(data) if r.offset >= pos
-        )
+        if next_offset > pos:
+            self._fetched.append((tp, pos, data))
         self._positions[tp] = next_offset
+
+    def _decode(self, tp: TopicPartition, pos: int, data: bytes) -> list[ConsumerRecord]:
+        records = decode_tagged(data, ConsumerRecord, tp.topic, tp.partition, pos)
+        kd, vd = self._key_de, self._value_de
+        if kd is None and vd is None:
+            return records
+        return [r._replace(key=r.key if kd is None else kd(r.key), value=r.value if vd is None else vd(r.value))
+                for r in records]
+
+    def _table_records(self, table: "pa.Table") -> list[ConsumerRecord]:
+        """Rows a poll_arrow left buffered, as records for a following poll (not a hot path)."""
+        kd, vd = self._key_de, self._value_de
+        return [ConsumerRecord(r["topic"], r["partition"], r["offset"], r["timestamp"],
+                               r["key"] if kd is None else kd(r["key"]), r["value"] if vd is None else vd(r["value"]),
+                               tuple((h["key"], h["value"]) for h in r["headers"]))
+                for r in table.to_pylist()]
+
+    @staticmethod
+    def _records_table(records: list[ConsumerRecord]) -> "pa.Table":
+        """Records a poll left buffered, as a table for a following poll_arrow (not a hot path)."""
+        import pyarrow as pa
+
+        from logan_ray.data.arrow_records import RECORD_SCHEMA
+
+        return pa.Table.from_pylist([
+            {"topic": r.topic, "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp,
+             "timestamp_type": 0, "key": r.key, "value": r.value,
+             "headers": [{"key": k, "value": v} for k, v in r.headers]} for r in records], schema=RECORD_SCHEMA)
+
+    def _drop_buffered(self, drop: Callable[[TopicPartition], bool]) -> None:
+        """Forget buffered records of the partitions ``drop`` selects (seek, reassignment)."""
+        self._buffer = [r for r in self._buffer if not drop(TopicPartition(r.topic, r.partition))]
+        self._fetched = deque(f for f in self._fetched if not drop(f[0]))
+        if self._table is not None:
+            import pyarrow as pa
+
+            keep = [not drop(TopicPartition(t, p)) for t, p in
+                    zip(self._table.column("topic").to_pylist(), self._table.column("partition").to_pylist())]
+            if not all(keep):
+                self._table = self._table.filter(pa.array(keep, pa.bool_()))
 
     def __iter__(self) -> Iterator[ConsumerRecord]:
         while True:
@@ -283,10 +391,15 @@ class Consumer:
     def _consumed(self) -> dict[TopicPartition, int]:
         """Next offset to hand to the caller per partition: what a commit of "everything polled" stores."""
         first: dict[TopicPartition, int] = {}
+        if self._table is not None and self._table.num_rows:
+            for t, p, o in zip(*(self._table.column(c).to_pylist() for c in ("topic", "partition", "offset"))):
+                first.setdefault(TopicPartition(t, p), o)
         for r in self._buffer:
             tp = TopicPartition(r.topic, r.partition)
             if tp not in first:
                 first[tp] = r.offset
+        for tp, pos, _ in self._fetched:
+            first.setdefault(tp, pos)
         out = {}
         for tp, pos in self._positions.items():
             at = first.get(tp, pos)
@@ -364,6 +477,8 @@ class Consumer:
             self._group.close()
         self._pending.clear()
         self._buffer.clear()
+        self._fetched.clear()
+        self._table = None
         self._positions.clear()
 
     def __enter__(self) -> "Consumer":

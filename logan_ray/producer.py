@@ -31,11 +31,12 @@ from collections.abc import Sequence as _SequenceABC
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Sequence
 
+import numpy as np
 import ray
 
 from logan_ray.storage.batch_header import HEADER_SIZE
 from logan_ray.storage.compression import NONE, codec_id
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.records import Column, build_batch
 
 from ._ray import get
 from .errors import (
@@ -79,6 +80,77 @@ def record_size_bound(value: bytes | None, key: bytes | None = None, headers=Non
     return size
 
 
+def _is_table(x: Any) -> bool:
+    return type(x).__name__ == "Table" and type(x).__module__.startswith("pyarrow")
+
+
+def _is_column(x: Any) -> bool:
+    return isinstance(x, np.ndarray) or type(x).__module__.startswith("pyarrow")
+
+
+def _to_column(x: Any) -> Column:
+    """Keys or values as a record-codec Column (row i = data[starts[i]:starts[i]+lengths[i]], -1 = null)."""
+    import pyarrow as pa
+
+    if isinstance(x, np.ndarray):
+        if x.dtype.kind == "S" and x.ndim == 1:
+            x = np.ascontiguousarray(x)
+            width = x.dtype.itemsize
+            lengths = np.strings.str_len(x).astype(np.int64)  # numpy drops trailing NULs of S items
+            return Column(np.arange(len(x), dtype=np.int64) * width, lengths, x.view(np.uint8))
+        if x.dtype == np.uint8 and x.ndim == 2:
+            x = np.ascontiguousarray(x)
+            rows, width = x.shape
+            return Column(np.arange(rows, dtype=np.int64) * width, np.full(rows, width, np.int64), x.reshape(-1))
+        x = list(x)  # object arrays: their items
+    if isinstance(x, pa.ChunkedArray):
+        x = x.combine_chunks()
+    if not isinstance(x, pa.Array):
+        x = pa.array(x, pa.binary())
+    if pa.types.is_string(x.type) or pa.types.is_large_string(x.type):
+        x = x.cast(pa.large_binary() if pa.types.is_large_string(x.type) else pa.binary())
+    if not (pa.types.is_binary(x.type) or pa.types.is_large_binary(x.type)):
+        raise TypeError(f"keys/values must be binary or string columns, got {x.type}")
+    validity, offsets, data = x.buffers()
+    width = np.int64 if pa.types.is_large_binary(x.type) else np.int32
+    offs = np.frombuffer(offsets, dtype=width)[x.offset:x.offset + len(x) + 1].astype(np.int64)
+    lengths = np.diff(offs)
+    if x.null_count:
+        lengths[~x.is_valid().to_numpy(zero_copy_only=False)] = -1
+    return Column(offs[:-1], lengths, data if data is not None else b"")
+
+
+def _rows(col: Column) -> int:
+    return len(col.lengths)
+
+
+def _lengths(col: Column, nulls: bool = False) -> np.ndarray:
+    return col.lengths if nulls else np.maximum(col.lengths, 0)
+
+
+def _slice(col: Column, start: int, stop: int) -> Column:
+    return Column(col.starts[start:stop], col.lengths[start:stop], col.data)
+
+
+def _take(col: Column, idx: np.ndarray) -> Column:
+    return Column(np.ascontiguousarray(col.starts[idx]), np.ascontiguousarray(col.lengths[idx]), col.data)
+
+
+def _column_array(col: Column):
+    """A Column as a pyarrow binary array (nulls kept), for the vectorised murmur2 partitioner."""
+    import pyarrow as pa
+
+    lengths = np.maximum(col.lengths, 0)
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    buf = np.frombuffer(col.data, dtype=np.uint8) if not isinstance(col.data, np.ndarray) else col.data
+    idx = np.repeat(col.starts - offsets[:-1], lengths) + np.arange(int(offsets[-1]), dtype=np.int64)
+    valid = col.lengths >= 0
+    mask = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(pa.large_binary(), len(lengths), [mask, pa.py_buffer(offsets), pa.py_buffer(buf[idx])],
+                                 null_count=int((~valid).sum()))
+
+
 class RecordMetadata(NamedTuple):
     topic: str
     partition: int
@@ -90,7 +162,7 @@ class _Batch:
     """Records bound for one partition, then the in-flight request that carries them."""
 
     __slots__ = ("topic", "partition", "values", "keys", "headers", "timestamps", "size", "ref", "payload",
-                 "base_sequence", "base_offset", "append_time", "error", "done", "attempts", "parts")
+                 "base_sequence", "base_offset", "append_time", "error", "done", "attempts", "parts", "cols")
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic, self.partition = topic, partition
@@ -108,6 +180,10 @@ class _Batch:
         self.done = False
         self.attempts = 0
         self.parts: list[tuple[int, "_Batch"]] | None = None  # (first index, sub-batch) once split
+        self.cols: tuple[Any, Any, int] | None = None  # (values, keys, count) of a columnar send_batch
+
+    def __len__(self) -> int:
+        return self.cols[2] if self.cols is not None else len(self.values)
 
     def append(self, value, key, headers, ts: int, size: int) -> int:
         self.values.append(value)
@@ -174,9 +250,11 @@ class RecordFuture:
 class _BatchFutures(_SequenceABC):
     """Futures of a ``send_batch`` call, created on access: no per-record object up front."""
 
-    def __init__(self, producer: "Producer", spans: list[tuple[_Batch, int, int]]) -> None:
+    def __init__(self, producer: "Producer", spans: list[tuple[_Batch, int, int]],
+                 where: np.ndarray | None = None) -> None:
         self._producer = producer
         self._spans = spans  # (batch, first index in batch, count)
+        self._where = where  # record i's place in the spans, when grouping by partition reordered them
         self._starts = []
         total = 0
         for _, _, n in spans:
@@ -194,6 +272,8 @@ class _BatchFutures(_SequenceABC):
             i += self._len
         if not 0 <= i < self._len:
             raise IndexError(i)
+        if self._where is not None:
+            i = int(self._where[i])
         k = bisect.bisect_right(self._starts, i) - 1
         batch, first, _ = self._spans[k]
         return RecordFuture(self._producer, batch, first + i - self._starts[k])
@@ -218,7 +298,8 @@ class _PartitionState:
 
 
 class Producer:
-    """Thread-safe producer. ``acks``: 0 (fire and forget), 1 or "all"/-1 (wait for the append)."""
+    """Thread-safe producer. ``acks``: 0 (fire and forget), 1 (wait for the append) or "all"/-1
+    (wait until the append is fsynced: a group commit shared with concurrent appends)."""
 
     def __init__(self, client, *, acks: int | str = 1, compression: str | int = "none",
                  batch_size: int = 1 << 20, linger_ms: float = 5, max_in_flight: int = 5,
@@ -327,12 +408,30 @@ class Producer:
                 self._ship(tp)
         return fut
 
-    def send_batch(self, topic: str, values: Sequence[Any], keys: Sequence[Any] | None = None, *,
+    def send_batch(self, topic: str, values: Any, keys: Any = None, *,
                    partition: int | None = None, timestamp_ms: int | None = None) -> Sequence[RecordFuture]:
-        """Send many records in one call; unkeyed records without a partition go to one sticky partition."""
-        if keys is not None:
+        """Send many records in one call; unkeyed records without a partition go to one sticky partition.
+
+        ``values`` and ``keys``: lists of bytes (or of objects for the serializers), or
+        columns: numpy arrays (fixed-width ``S`` dtype, 2-D uint8 rows, or object), pyarrow
+        binary/string arrays, or a pyarrow table with ``value`` (and ``key``) columns. Keyed
+        records are partitioned with murmur2 as ``send`` does, over the whole key column at
+        once; columns and keyed lists are encoded by the record codec straight from their
+        buffers into batches that are sent at once (no Python step per record).
+        """
+        if _is_table(values):
+            if keys is not None:
+                raise ValueError("pass keys inside the table (a 'key' column), not separately")
+            keys = values.column("key") if "key" in values.column_names else None
+            values = values.column("value")
+        columnar = _is_column(values) or _is_column(keys)
+        if (columnar or keys is not None) and (self._value_ser is not None or self._key_ser is not None):
+            if columnar:
+                raise ValueError("columns are sent as bytes; a producer with serializers takes lists")
             return [self.send(topic, v, k, partition=partition, timestamp_ms=timestamp_ms)
                     for v, k in zip(values, keys)]
+        if columnar or keys is not None:
+            return self._send_columns(topic, values, keys, partition, timestamp_ms)
         if self._value_ser is not None:
             values = [self._value_ser(v) for v in values]
         partition = self._choose_partition(topic, None, partition)
@@ -371,6 +470,74 @@ class Producer:
                 if b.size >= budget or (start < n and b.size + bounds[start] > budget):
                     self._ship(tp)
         return _BatchFutures(self, spans)
+
+    def _send_columns(self, topic: str, values: Any, keys: Any, partition: int | None,
+                      timestamp_ms: int | None) -> Sequence[RecordFuture]:
+        """Keyed or columnar records: partition by key column, then ship batch-sized slices."""
+        vcol = _to_column(values)
+        n = _rows(vcol)
+        kcol = _to_column(keys) if keys is not None else None
+        if kcol is not None and _rows(kcol) != n:
+            raise ValueError(f"{_rows(kcol)} keys for {n} values")
+        ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        groups: list[tuple[int, Any, Any]] = []
+        where = None
+        if partition is not None or kcol is None or n == 0:
+            groups.append((self._choose_partition(topic, None, partition), vcol, kcol))
+        else:
+            order, parts = self._by_key_partition(topic, vcol, kcol)
+            groups.extend(parts)
+            if order is not None:
+                where = np.empty(n, dtype=np.int64)
+                where[order] = np.arange(n, dtype=np.int64)
+        spans: list[tuple[_Batch, int, int]] = []
+        with self._lock:
+            if self._closed:
+                raise LoganError("producer is closed")
+            for part, vals, ks in groups:
+                tp = (topic, part)
+                if tp in self._open:
+                    self._ship(tp)  # keep order: records sent before these go first
+                # a record over the budget travels alone (the broker judges one over the topic's limit)
+                budget = self._record_budget(topic)
+                sizes = _lengths(vals) + (_lengths(ks) if ks is not None else 0) + RECORD_OVERHEAD
+                ends = np.cumsum(sizes)
+                start = 0
+                total = _rows(vals)
+                while start < total:
+                    used = ends[start - 1] if start else 0
+                    stop = max(start + 1, int(np.searchsorted(ends, used + budget, side="right")))
+                    stop = min(stop, total)
+                    b = _Batch(topic, part)
+                    b.cols = (_slice(vals, start, stop), _slice(ks, start, stop) if ks is not None else None,
+                              stop - start)
+                    b.timestamps = [ts] * (stop - start)
+                    self._open[tp] = b
+                    spans.append((b, 0, stop - start))
+                    self._ship(tp)
+                    start = stop
+        return _BatchFutures(self, spans, where)
+
+    def _by_key_partition(self, topic: str, vcol: Any, kcol: Any
+                          ) -> tuple[np.ndarray | None, list[tuple[int, Any, Any]]]:
+        """Rows grouped by murmur2 partition of their key (null keys go to the sticky partition),
+        with the row order of the groups (None: one group, rows in order)."""
+        from logan_ray.data.murmur import partitions_for_keys
+
+        num = self.partitions_for(topic)
+        klens = _lengths(kcol, nulls=True)
+        karr = _column_array(kcol)
+        parts = partitions_for_keys(karr, num)
+        if (klens < 0).any():
+            parts[klens < 0] = self._choose_partition(topic, None, None)
+        if (parts == parts[0]).all():
+            return None, [(int(parts[0]), vcol, kcol)]
+        order = np.argsort(parts, kind="stable")
+        bounds = np.flatnonzero(np.diff(parts[order])) + 1
+        out = []
+        for idx in np.split(order, bounds):
+            out.append((int(parts[idx[0]]), _take(vcol, idx), _take(kcol, idx)))
+        return order, out
 
     def _choose_partition(self, topic: str, key: bytes | None, partition: int | None) -> int:
         n = self.partitions_for(topic)
@@ -417,7 +584,7 @@ class Producer:
         while len(state.in_flight) >= self._max_in_flight:
             self._complete(state.in_flight[0], self._timeout_s)
         self._encode(b, state)
-        if len(b.payload) > limit and len(b.values) > 1:
+        if len(b.payload) > limit and b.cols is None and len(b.values) > 1:
             # Only a compressed batch that grew past the headroom gets here: halve it (Kafka
             # splits such batches too). Its sequence numbers were not used: take them back.
             if self._producer_id >= 0:
@@ -438,11 +605,15 @@ class Producer:
         """(Re)build the batch bytes with the partition's current producer id, epoch and next sequence."""
         if state.producer_id >= 0:
             b.base_sequence = state.next_sequence
-            state.next_sequence = (state.next_sequence + len(b.values)) & 0x7FFFFFFF
+            state.next_sequence = (state.next_sequence + len(b)) & 0x7FFFFFFF
         ts = b.timestamps
+        if b.cols is not None:
+            values, keys, headers = b.cols[0], b.cols[1], None
+        else:
+            values, keys = b.values, b.keys if b.keys.count(None) != len(b.keys) else None
+            headers = b.headers if any(b.headers) else None
         b.payload = build_batch(
-            b.values, b.keys if b.keys.count(None) != len(b.keys) else None,
-            headers=b.headers if any(b.headers) else None,
+            values, keys, headers=headers,
             timestamps=ts[0] if min(ts) == max(ts) else ts,
             compression=self._compression, producer_id=state.producer_id,
             producer_epoch=state.epoch if state.producer_id >= 0 else -1, base_sequence=b.base_sequence,
@@ -451,7 +622,9 @@ class Producer:
     def _submit(self, b: _Batch) -> None:
         actor = self._client.partition_actor(b.topic, b.partition)
         b.attempts += 1
-        b.ref = actor.append.remote(b.payload)
+        # acks=all waits for the partition's group-committed fsync; 0 and 1 for the append alone.
+        append = actor.append_durable if self._acks == -1 else actor.append
+        b.ref = append.remote(b.payload)
 
     def _complete(self, b: _Batch, timeout: float | None) -> None:
         """Wait for ``b`` and every earlier batch of its partition, resending in order after a crash."""

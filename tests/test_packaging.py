@@ -22,6 +22,8 @@ def test_wheel_installs_into_fresh_venv_and_imports(tmp_path):
     assert "logan_ray/storage/batch_header.py" in names
     assert "logan_ray/actors/partition.py" in names
     assert "logan_ray/protocol/__init__.py" in names
+    # the compiled record codec is built into the wheel
+    assert any(n.startswith("logan_ray/storage/_codec.") and n.endswith(".so") for n in names), names
     # every module of the source tree ships, under its logan_ray name
     expected = set()
     for src, dest in (("logan_ray", "logan_ray"), ("storage", "logan_ray/storage"), ("actors", "logan_ray/actors")):
@@ -40,7 +42,7 @@ def test_wheel_installs_into_fresh_venv_and_imports(tmp_path):
         "import logan_ray, logan_ray.storage.batch_header as b, logan_ray.storage.records as r;"
         "import importlib.util as u;"
         "assert u.find_spec('storage') is None and u.find_spec('actors') is None;"
-        "print(logan_ray.__file__); print(len(r.build_batch([b'x'])))"
+        "print(logan_ray.__file__); print(len(r.build_batch([b'x']))); assert r.compiled()"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     out = subprocess.run([str(py), "-c", code], cwd=str(tmp_path), capture_output=True, text=True, env=env,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from logan_ray.protocol import errors as codes
 
+from .acl_ops import authorized_operations
 from .cluster import broker_id
 
 if TYPE_CHECKING:
@@ -167,7 +168,13 @@ async def describe_groups(gw: "Gateway", conn: "Connection", header: Any, body: 
             {"error_code": code, "error_message": None, "group_id": g, "group_state": "", "protocol_type": "",
              "protocol_data": "", "members": [], "authorized_operations": -(2**31)} for g in body.get("groups") or ()]}
 
-    return await _call(gw, "describe_groups", body, header.api_version, fail=fail)
+    out = await _call(gw, "describe_groups", body, header.api_version, fail=fail)
+    if body.get("include_authorized_operations"):  # KIP-430: every operation, as no ACLs exist
+        ops = authorized_operations("group", True)
+        for g in out["groups"]:
+            if g["error_code"] == codes.NONE and g["group_state"] != "Dead":
+                g["authorized_operations"] = ops
+    return out
 
 
 async def delete_groups(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:

@@ -13,6 +13,7 @@ from logan_ray.errors import InvalidTopicError
 from logan_ray.groups import OFFSETS_TOPIC
 from logan_ray.protocol import errors as codes
 
+from .acl_ops import authorized_operations
 from .cluster import ZERO_UUID, broker_id, error_code, error_message
 
 if TYPE_CHECKING:
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("logan_ray.gateway")
 
-INT32_MIN = -(2**31)
 MAX_EPOCH = 32767
 
 
@@ -65,6 +65,7 @@ async def metadata(gw: "Gateway", conn: "Connection", header: Any, body: dict) -
         requested = None  # v0: an empty list means every topic
     auto_create = body.get("allow_auto_topic_creation", True) if version >= 4 else True
     brokers, alive = await _brokers(gw)
+    topic_ops = authorized_operations("topic", body.get("include_topic_authorized_operations", False))
     topics_out: list[dict] = []
     if requested is None:
         routes = await cluster.refresh(None)
@@ -116,10 +117,12 @@ async def metadata(gw: "Gateway", conn: "Connection", header: Any, body: dict) -
                                    "isr_nodes": [], "offline_replicas": []})
         topics_out.append({"error_code": codes.NONE, "name": name, "topic_id": cluster.topic_id(name),
                            "is_internal": name == OFFSETS_TOPIC, "partitions": partitions,
-                           "topic_authorized_operations": INT32_MIN})
+                           "topic_authorized_operations": topic_ops})
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cluster.cluster_id,
             "controller_id": cluster.broker_id, "topics": topics_out,
-            "cluster_authorized_operations": INT32_MIN, "error_code": codes.NONE}
+            "cluster_authorized_operations": authorized_operations(
+                "cluster", body.get("include_cluster_authorized_operations", False)),
+            "error_code": codes.NONE}
 
 
 async def describe_cluster(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
@@ -134,7 +137,8 @@ async def describe_cluster(gw: "Gateway", conn: "Connection", header: Any, body:
             "controller_id": gw.cluster.broker_id,
             "brokers": [{"broker_id": b["node_id"], "host": b["host"], "port": b["port"], "rack": None,
                          "is_fenced": False} for b in brokers],
-            "cluster_authorized_operations": INT32_MIN}
+            "cluster_authorized_operations": authorized_operations(
+                "cluster", body.get("include_cluster_authorized_operations", False))}
 
 
 async def find_coordinator(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:

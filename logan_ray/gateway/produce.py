@@ -15,6 +15,11 @@ does not queue up without bound. The
 offsets of each request follow from the batch headers' record counts, since
 plain batches are appended back to back. If a merged append fails, its requests
 are retried one by one so each gets its own error.
+
+``acks=all`` (-1) goes to the actor's ``append_durable``, answered only once the
+batches are fsynced (a group commit shared with concurrent appends); ``acks``
+0 and 1 go to ``append``, answered once the batches are in the log. A merged
+append is durable if any of its requests asked for it.
 """
 from __future__ import annotations
 
@@ -73,13 +78,14 @@ def _plain_records(data: Any) -> int | None:
 
 
 class _Item:
-    __slots__ = ("index", "data", "records", "future")
+    __slots__ = ("index", "data", "records", "future", "durable")
 
-    def __init__(self, index: int, data: Any, future: asyncio.Future) -> None:
+    def __init__(self, index: int, data: Any, future: asyncio.Future, durable: bool) -> None:
         self.index = index
         self.data = data
         self.records = _plain_records(data)
         self.future = future
+        self.durable = durable  # acks=all: answer only once fsynced
 
 
 class _PartitionQueue:
@@ -128,8 +134,9 @@ async def _append_group(gw: "Gateway", name: str, index: int, group: list[_Item]
     if not part.local:
         return [_not_leader(index, name, part) for _ in group]
     data = group[0].data if len(group) == 1 else b"".join(item.data for item in group)
+    method = "append_durable" if any(item.durable for item in group) else "append"
     try:
-        base, append_time, log_start = await part.call("append", payload=data)
+        base, append_time, log_start = await part.call(method, payload=data)
     except Exception as e:
         if is_stale_route(e):
             gw.cluster.forget(name)
@@ -147,13 +154,14 @@ async def _append_group(gw: "Gateway", name: str, index: int, group: list[_Item]
     return out
 
 
-def _enqueue(gw: "Gateway", conn: "Connection", key: tuple, name: str, index: int, data: Any) -> asyncio.Future:
+def _enqueue(gw: "Gateway", conn: "Connection", key: tuple, name: str, index: int, data: Any,
+             durable: bool) -> asyncio.Future:
     future = asyncio.get_running_loop().create_future()
     queues: dict = conn.state.setdefault(_QUEUES, {})
     queue = queues.get(key)
     if queue is None:
         queue = queues[key] = _PartitionQueue()
-    queue.items.append(_Item(index, data, future))
+    queue.items.append(_Item(index, data, future, durable))
     if queue.task is None or queue.task.done():
         queue.task = asyncio.get_running_loop().create_task(_drain(gw, conn, key, name, index, queue))
     return future
@@ -195,7 +203,7 @@ async def produce(gw: "Gateway", conn: "Connection", header: Any, body: dict) ->
                                                   "message format v0/v1 is not supported; use record batches"))))
             else:
                 key = (t.get("topic_id") if by_id else name, index)
-                waits.append((slot, _enqueue(gw, conn, key, name, index, data)))
+                waits.append((slot, _enqueue(gw, conn, key, name, index, data, acks == -1)))
     results = await asyncio.gather(*(w for _, w in waits))
     for (slot, _), r in zip(waits, results):
         out_topics[slot]["partition_responses"].append(r)

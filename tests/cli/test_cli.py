@@ -91,7 +91,7 @@ def test_cli_end_to_end_with_restart(data_dir):
 def test_cli_without_broker_says_so(data_dir):
     r = run(data_dir, "topic", "list", timeout=60)
     assert r.returncode == 1
-    assert b"no logan-ray broker is running" in r.stderr and b"Traceback" not in r.stderr
+    assert b"no logan-ray broker found at" in r.stderr and b"Traceback" not in r.stderr
 
 
 def test_background_start_and_stop(data_dir):

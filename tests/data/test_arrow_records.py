@@ -20,6 +20,15 @@ from logan_ray.partitioner import murmur2, partition_for_key
 from logan_ray.storage.batch_header import set_base_offset
 from logan_ray.storage.errors import CorruptRecordError
 from logan_ray.storage.records import build_batch, decode_records
+from logan_ray.storage import records
+
+@pytest.fixture(params=["compiled", "pure"], autouse=True)
+def codec_impl(request):
+    """Every test here runs under the compiled record codec and the pure-Python one."""
+    prev = records.use_compiled(request.param == "compiled")
+    yield request.param
+    records.use_compiled(prev)
+
 
 
 def batches(n: int, per_batch: int, *, compression="none", seed=0, big_every=0, base=0) -> bytes:

@@ -18,6 +18,15 @@ from aiokafka.record import memory_records as ak_mem
 from logan_ray.storage.batch_header import validate_batch
 from logan_ray.storage.compression import XERIAL_MAGIC
 from logan_ray.storage.records import Record, build_batch, decode_batch, decode_records
+from logan_ray.storage import records
+
+@pytest.fixture(params=["compiled", "pure"], autouse=True)
+def codec_impl(request):
+    """Every test here runs under the compiled record codec and the pure-Python one."""
+    prev = records.use_compiled(request.param == "compiled")
+    yield request.param
+    records.use_compiled(prev)
+
 
 HEADER_SIZE = 61
 

@@ -21,6 +21,15 @@ from logan_ray.storage.records import (
     scan_batch_raw,
 )
 from logan_ray.storage.varint import encode_varint
+from logan_ray.storage import records
+
+@pytest.fixture(params=["compiled", "pure"], autouse=True)
+def codec_impl(request):
+    """Every test here runs under the compiled record codec and the pure-Python one."""
+    prev = records.use_compiled(request.param == "compiled")
+    yield request.param
+    records.use_compiled(prev)
+
 
 CODECS = [0, 1, 2, 3, 4]
 

@@ -1,0 +1,34 @@
+"""``logan_ray.connect()`` in a fresh shell: it sets Ray's loopback binding and token auth itself.
+
+The embedded single-node Ray it starts must listen on 127.0.0.1 only, with token
+auth on, although nothing was exported (``env -i`` with PATH and a new HOME).
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.cli.test_readme import minimal_env
+
+SCRIPT = """
+import json, sys, ray, logan_ray
+client = logan_ray.connect(data_dir=sys.argv[1])
+client.create_topic("fresh", partitions=1)
+ctx = ray.get_runtime_context()
+node = [n for n in ray.nodes() if n["NodeID"] == ctx.get_node_id()][0]
+print(json.dumps({"gcs": ctx.gcs_address, "node_ip": node["NodeManagerAddress"], "topics": client.list_topics(),
+                  "auth": __import__("os").environ.get("RAY_AUTH_MODE")}))
+client.close()
+"""
+
+
+def test_connect_starts_a_loopback_ray_without_any_exported_variable(tmp_path):
+    env = minimal_env(str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    r = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "data")], env=env, capture_output=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr.decode()[-3000:]
+    out = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    assert out["gcs"].startswith("127.0.0.1:") and out["node_ip"] == "127.0.0.1"
+    assert out["topics"] == ["fresh"] and out["auth"] == "token"
