@@ -95,8 +95,11 @@ class ProducerStateTable:
             )
         if h.producer_epoch > p.epoch:
             if h.base_sequence != 0:
+                # The new epoch's first batch may still be on its way (pipelined calls can be
+                # started out of order), so the caller may wait for it as for any gap.
                 raise OutOfOrderSequenceError(
-                    f"producer {h.producer_id} new epoch {h.producer_epoch} must start at sequence 0, got {h.base_sequence}"
+                    f"producer {h.producer_id} new epoch {h.producer_epoch} must start at sequence 0, got {h.base_sequence}",
+                    ahead=h.base_sequence < (1 << 30),
                 )
             return None
         for first, last, base_offset, append_time in p.batches:
