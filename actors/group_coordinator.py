@@ -33,7 +33,7 @@ from logan_ray.groups import OFFSETS_TOPIC, offsets_log
 from logan_ray.groups.state import Coordinator, GroupConfig
 from logan_ray.protocol import errors as E
 from logan_ray.storage.batch_header import iter_headers
-from logan_ray.storage.records import decode_records
+from logan_ray.storage.records import decode_batch
 
 from .group_metrics import GroupMetrics
 from .partition import NAMESPACE
@@ -71,6 +71,7 @@ class GroupCoordinatorActor:
         self._topics_at: dict[str, float] = {}
         self._metrics = GroupMetrics()
         self.loaded_records = 0
+        self.skipped_records = 0  # undecodable records/batches of __consumer_offsets skipped during replay
         self.load_ms = 0.0
         logging.getLogger("logan_ray").setLevel(logging.INFO)
         ctx = ray.get_runtime_context()
@@ -133,12 +134,13 @@ class GroupCoordinatorActor:
                         continue
                     break
                 nxt = pos
-                for _, h in iter_headers(data):
+                for bpos, h in iter_headers(data):
                     nxt = max(nxt, h.next_offset)
-                for r in decode_records(data):
-                    if r.offset >= pos:
-                        self.coord.load(r.key, r.value)
-                        n += 1
+                    n += self._replay_batch(data, bpos, pos)
+                if nxt == pos:  # nothing readable here: a broken tail; stop rather than spin
+                    log.error("group coordinator: cannot read %s past offset %d; replay stops there",
+                              OFFSETS_TOPIC, pos)
+                    break
                 pos = nxt
         self.coord.finish_loading()
         self.loaded_records = n
@@ -148,6 +150,31 @@ class GroupCoordinatorActor:
         self._tasks = [loop.create_task(self._timer_loop()), loop.create_task(self._metrics_loop())]
         log.info("group coordinator up: %d groups from %d records of %s in %.1f ms", len(self.coord.groups), n,
                  OFFSETS_TOPIC, self.load_ms)
+
+    def _replay_batch(self, data: bytes, bpos: int, start: int) -> int:
+        """Apply one batch of __consumer_offsets; a batch or record that cannot be decoded is
+        logged and skipped, so one bad record cannot make every group API fail forever."""
+        try:
+            h, records = decode_batch(data, bpos)
+        except Exception as e:  # CRC, framing, a decompression bomb...
+            self.skipped_records += 1
+            log.error("group coordinator: skipping an undecodable batch of %s at position %d: %s",
+                      OFFSETS_TOPIC, bpos, e)
+            return 0
+        if h.is_control:
+            return 0
+        n = 0
+        for r in records:
+            if r.offset < start:
+                continue
+            try:
+                self.coord.load(r.key, r.value)
+                n += 1
+            except Exception as e:
+                self.skipped_records += 1
+                log.error("group coordinator: skipping record %d of %s: cannot decode it: %r",
+                          r.offset, OFFSETS_TOPIC, e)
+        return n
 
     # ============================================================= timers
     async def _timer_loop(self) -> None:
@@ -210,7 +237,7 @@ class GroupCoordinatorActor:
             error: BaseException | None = None
             for attempt in range(2):
                 try:
-                    await self._handles[part].append.remote(batch)
+                    await self._handles[part].append.remote(batch, internal=True)
                     error = None
                     break
                 except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
@@ -453,6 +480,7 @@ class GroupCoordinatorActor:
     async def stats(self) -> dict:
         await self._ensure_loaded()
         return {"groups": len(self.coord.groups), "loaded_records": self.loaded_records, "load_ms": self.load_ms,
+                "skipped_records": self.skipped_records,
                 "timers": len(self.coord.timers), "offsets_partitions": len(self._handles),
                 "node_id": ray.get_runtime_context().get_node_id(), "pid": os.getpid(),
                 "config": dict(self.config.__dict__)}

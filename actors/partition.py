@@ -15,6 +15,7 @@ from typing import Any
 
 import ray
 
+from logan_ray.storage.append_rules import check_client_batch
 from logan_ray.storage.batch_header import BatchHeader, iter_headers, validate_batch
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.errors import KafkaStorageError
@@ -24,6 +25,7 @@ from logan_ray.storage.producer_state import DEFAULT_EXPIRATION_MS, OutOfOrderSe
 from .channel import ChannelServer, serve_channel
 from .group_commit import GroupCommit
 from .metrics import PartitionMetrics
+from .topic_names import is_internal, refuse_internal
 
 log = logging.getLogger("logan_ray.partition")
 
@@ -44,6 +46,7 @@ class PartitionActor:
         self.topic = topic
         self.partition = partition
         self.directory = directory
+        self._internal = is_internal(topic)
         started = time.perf_counter()
         # The log loads idempotent-producer state from its newest snapshot plus the batches after it.
         self._producer_id_expiration_ms = producer_id_expiration_ms
@@ -62,17 +65,26 @@ class PartitionActor:
                  (time.perf_counter() - started) * 1e3, self._log.log_start_offset, self._log.log_end_offset)
 
     # ------------------------------------------------------------------ writes
-    async def append(self, data: bytes) -> tuple[int, int, int]:
+    async def append(self, data: bytes, internal: bool = False) -> tuple[int, int, int]:
         """Append one or more v2 batches; returns (base_offset, log_append_time, log_start_offset).
 
         This is ``acks=1``: the batches are in the log (the page cache), not yet
         necessarily on disk. Idempotent batches (producer id and sequence set)
         that repeat one of the producer's last five batches are acknowledged
-        with their original offset and not written again.
+        with their original offset and not written again. ``internal``: the
+        broker itself writes (Kafka's internalTopicsAllowed); clients cannot
+        append to an internal topic.
         """
+        if self._internal and not internal:
+            refuse_internal(self.topic, "append to")
         self._start_maintenance()
         started = time.perf_counter()
-        headers = [h for _, h in iter_headers(data)]
+        located = list(iter_headers(data))
+        if not internal:
+            compacted = self._log.config.compacts
+            for i, (pos, h) in enumerate(located):
+                check_client_batch(data, pos, h, compacted, f"batch {i} at byte {pos} of {len(data)}")
+        headers = [h for _, h in located]
         if any(h.producer_id >= 0 and h.base_sequence >= 0 for h in headers):
             result = await self._append_idempotent(data, headers)
         else:
@@ -208,6 +220,7 @@ class PartitionActor:
 
     # ------------------------------------------------------------- management
     async def delete_records(self, before_offset: int) -> int:
+        refuse_internal(self.topic, "delete records of")
         low = self._log.delete_records(before_offset)
         self._publish_state()
         return low

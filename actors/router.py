@@ -31,7 +31,7 @@ from logan_ray.storage.atomic import atomic_write
 from logan_ray.storage.config import TopicConfig
 
 from .partition import NAMESPACE, actor_name, partition_actor_class
-from .topic_names import validate_topic_name
+from .topic_names import refuse_internal, validate_topic_name
 
 log = logging.getLogger("logan_ray.router")
 
@@ -193,6 +193,7 @@ class RouterActor:
         return self._describe(name)
 
     async def delete_topic(self, name: str) -> None:
+        refuse_internal(name, "delete")
         async with self._lock:
             t = self._meta["topics"].get(name)
             if t is None:
@@ -206,6 +207,7 @@ class RouterActor:
             shutil.rmtree(os.path.join(self.data_dir, f"{name}-{p}"), ignore_errors=True)
 
     async def create_partitions(self, name: str, total: int, validate_only: bool = False) -> dict[str, Any]:
+        refuse_internal(name, "add partitions to")
         async with self._lock:
             t = self._topic(name)
             if not isinstance(total, int) or total <= t["partitions"]:
@@ -221,6 +223,7 @@ class RouterActor:
     async def alter_config(self, name: str, changes: dict[str, Any], incremental: bool = True,
                            validate_only: bool = False) -> dict[str, str]:
         """Set (or with value None, remove) overrides; non-incremental replaces them all, as AlterConfigs does."""
+        refuse_internal(name, "alter the configs of")
         async with self._lock:
             t = self._topic(name)
             overrides = dict(t.get("config", {})) if incremental else {}

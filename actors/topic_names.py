@@ -8,6 +8,21 @@ from logan_ray.errors import InvalidTopicError
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
+#: Topics the broker writes itself (Kafka's ``Topic.INTERNAL_TOPICS``). Clients may read
+#: them, but not write, truncate, delete, repartition or reconfigure them.
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+
+
+def is_internal(name: object) -> bool:
+    return name in INTERNAL_TOPICS
+
+
+def refuse_internal(name: object, action: str) -> None:
+    """Raise INVALID_TOPIC_EXCEPTION (17), the code Kafka answers a produce or DeleteRecords
+    on an internal topic with, for any client change to one."""
+    if name in INTERNAL_TOPICS:
+        raise InvalidTopicError(f"Cannot {action} internal topic {name}")
+
 
 def validate_topic_name(name: object) -> str:
     if not isinstance(name, str) or not name:

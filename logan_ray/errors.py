@@ -10,6 +10,7 @@ from logan_ray.storage.errors import (  # noqa: F401  (re-exported)
     InvalidConfigError,
     InvalidRecordError,
     InvalidTimestampError,
+    InvalidTxnStateError,
     KafkaStorageError,
     LogClosedError,
     LoganError,

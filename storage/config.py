@@ -24,10 +24,14 @@ LOG_APPEND_TIME = "LogAppendTime"
 
 class _Spec(NamedTuple):
     attr: str
-    kind: str  # "int", "long", "double", "timestamp_type", "cleanup_policy"
+    kind: str  # "int", "long", "double", "bool", "choice", "string", "timestamp_type", "cleanup_policy"
     default: Any
     minimum: float | None = None
     maximum: float | None = None
+    choices: tuple[Any, ...] = ()  # "choice": the legal strings; "int": extra legal values outside the range
+
+
+_COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 
 # Ranges follow Kafka's TopicConfig/LogConfig validators.
@@ -48,6 +52,32 @@ _SPECS: dict[str, _Spec] = {
     "min.cleanable.dirty.ratio": _Spec("min_cleanable_dirty_ratio", "double", 0.5, 0.0, 1.0),
     "min.compaction.lag.ms": _Spec("min_compaction_lag_ms", "long", 0, 0, LONG_MAX),
     "file.delete.delay.ms": _Spec("file_delete_delay_ms", "long", 60000, 0, LONG_MAX),
+    # Kafka's other topic-level configs (TopicConfig / LogConfig). Accepted, validated, stored
+    # and reported with Kafka's defaults; logan-ray does not act on these yet (one replica,
+    # no tiered storage, batches stored as the producer compressed them).
+    "segment.jitter.ms": _Spec("segment_jitter_ms", "long", 0, 0, LONG_MAX),
+    "max.compaction.lag.ms": _Spec("max_compaction_lag_ms", "long", LONG_MAX, 1, LONG_MAX),
+    "unclean.leader.election.enable": _Spec("unclean_leader_election_enable", "bool", False),
+    "compression.type": _Spec("compression_type", "choice", "producer", choices=_COMPRESSION_TYPES),
+    "compression.gzip.level": _Spec("compression_gzip_level", "int", -1, 1, 9, choices=(-1,)),
+    "compression.lz4.level": _Spec("compression_lz4_level", "int", 9, 1, 17),
+    "compression.zstd.level": _Spec("compression_zstd_level", "int", 3, -131072, 22),
+    "preallocate": _Spec("preallocate", "bool", False),
+    "message.format.version": _Spec("message_format_version", "string", "3.0-IV1"),
+    "message.timestamp.difference.max.ms": _Spec("message_timestamp_difference_max_ms", "long", LONG_MAX, 0,
+                                                 LONG_MAX),
+    "message.timestamp.before.max.ms": _Spec("message_timestamp_before_max_ms", "long", LONG_MAX, 0, LONG_MAX),
+    "message.timestamp.after.max.ms": _Spec("message_timestamp_after_max_ms", "long", LONG_MAX, 0, LONG_MAX),
+    "message.downconversion.enable": _Spec("message_downconversion_enable", "bool", True),
+    "leader.replication.throttled.replicas": _Spec("leader_replication_throttled_replicas", "string", ""),
+    "follower.replication.throttled.replicas": _Spec("follower_replication_throttled_replicas", "string", ""),
+    # Tiered storage is not offered: only the "off" values are accepted, as a Kafka broker
+    # without remote storage answers INVALID_CONFIG to remote.storage.enable=true.
+    "remote.storage.enable": _Spec("remote_storage_enable", "bool", False, choices=(False,)),
+    "local.retention.ms": _Spec("local_retention_ms", "long", -2, -2, LONG_MAX),
+    "local.retention.bytes": _Spec("local_retention_bytes", "long", -2, -2, LONG_MAX),
+    "remote.log.copy.disable": _Spec("remote_log_copy_disable", "bool", False),
+    "remote.log.delete.on.disable": _Spec("remote_log_delete_on_disable", "bool", False),
 }
 
 CONFIG_NAMES: tuple[str, ...] = tuple(_SPECS)
@@ -118,10 +148,38 @@ def _parse_cleanup_policy(name: str, value: Any) -> str:
     return ",".join(sorted(set(parts)))
 
 
+def _parse_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise _bad(name, value, "expected 'true' or 'false'")
+
+
+def _parse_string(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise _bad(name, value, f"expected a string, got {type(value).__name__}")
+    return value.strip()
+
+
 def _parse(name: str, value: Any) -> Any:
     spec = _SPECS[name]
+    if spec.kind == "bool":
+        parsed_bool = _parse_bool(name, value)
+        if spec.choices and parsed_bool not in spec.choices:
+            raise _bad(name, value, f"must be {_render(spec.choices[0])} on logan-ray (no tiered storage)")
+        return parsed_bool
+    if spec.kind == "string":
+        return _parse_string(name, value)
+    if spec.kind == "choice":
+        text = _parse_string(name, value).lower()
+        if text not in spec.choices:
+            raise _bad(name, value, f"must be one of {', '.join(spec.choices)}")
+        return text
     if spec.kind in ("int", "long"):
         parsed: Any = _parse_integer(name, value)
+        if parsed in spec.choices:
+            return parsed
     elif spec.kind == "double":
         parsed = _parse_double(name, value)
     elif spec.kind == "timestamp_type":
@@ -136,6 +194,8 @@ def _parse(name: str, value: Any) -> Any:
 
 
 def _render(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         # Kafka renders doubles like Java: 0.5, 1.0
         return repr(value)
@@ -167,6 +227,26 @@ class TopicConfig:
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
     file_delete_delay_ms: int = 60000
+    segment_jitter_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
+    unclean_leader_election_enable: bool = False
+    compression_type: str = "producer"
+    compression_gzip_level: int = -1
+    compression_lz4_level: int = 9
+    compression_zstd_level: int = 3
+    preallocate: bool = False
+    message_format_version: str = "3.0-IV1"
+    message_timestamp_difference_max_ms: int = LONG_MAX
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
+    message_downconversion_enable: bool = True
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
+    remote_log_copy_disable: bool = False
+    remote_log_delete_on_disable: bool = False
 
     def __post_init__(self) -> None:
         for name, spec in _SPECS.items():

@@ -68,6 +68,12 @@ class LogClosedError(LoganError):
     retriable = True
 
 
+class InvalidTxnStateError(LoganError):
+    """A transactional operation the broker cannot honour (logan-ray has no transactions yet)."""
+
+    code = 48  # INVALID_TXN_STATE
+
+
 class KafkaStorageError(LoganError):
     """The partition's disk failed (I/O error) or is full: nothing was acknowledged.
 

@@ -32,8 +32,10 @@ def gateway_name(node_id: str) -> str:
 
 class GatewayActor:
     def __init__(self, host: str, port: int, advertised_host: str | None, advertised_port: int | None,
-                 max_frame_bytes: int = MAX_FRAME_BYTES, cluster_id: str = "logan-ray") -> None:
+                 max_frame_bytes: int = MAX_FRAME_BYTES, cluster_id: str = "logan-ray",
+                 limits: dict[str, Any] | None = None) -> None:
         self.host, self.port = host, port
+        self.limits = dict(limits or {})  # Gateway keyword arguments: queued_max_request_bytes, max_connections...
         self.advertised_host, self.advertised_port = advertised_host, advertised_port
         self.max_frame_bytes = max_frame_bytes
         self.cluster_id = cluster_id
@@ -53,7 +55,8 @@ class GatewayActor:
             from logan_ray.actors.router import ROUTER_NAME
 
             router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
-            gateway = Gateway(router, self.node_id, cluster_id=self.cluster_id, max_frame_bytes=self.max_frame_bytes)
+            gateway = Gateway(router, self.node_id, cluster_id=self.cluster_id, max_frame_bytes=self.max_frame_bytes,
+                              **self.limits)
             if self._restarted and self.port == 0:
                 # started on a free port: come back on the port clients already know
                 previous = (await router.gateways.remote()).get(self.node_id)
@@ -125,11 +128,14 @@ def _alive_nodes() -> list[dict]:
 def start_gateways(host: str = "127.0.0.1", port: int = 9092, advertised_host: str | None = None,
                    advertised_port: int | None = None, *, max_frame_bytes: int = MAX_FRAME_BYTES,
                    cluster_id: str = "logan-ray", nodes: list[str] | None = None,
-                   timeout: float = 120) -> dict[str, str]:
+                   timeout: float = 120, limits: dict[str, Any] | None = None) -> dict[str, str]:
     """Start (or find) one gateway per alive node; returns {node id: advertised "host:port"}.
 
     Port 0 lets each gateway pick a free port. With several nodes and an explicit
     port, every node listens on the same port number on its own address.
+    ``limits``: Kafka's socket-server bounds, as keyword arguments of :class:`Gateway`
+    (``queued_max_request_bytes``, ``max_connections``, ``max_connections_per_ip``,
+    ``max_connections_per_ip_overrides``).
     """
     node_ids = nodes or [n["NodeID"] for n in _alive_nodes()]
     actors = {}
@@ -137,7 +143,7 @@ def start_gateways(host: str = "127.0.0.1", port: int = 9092, advertised_host: s
         actors[node] = gateway_actor_class().options(
             name=gateway_name(node), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-        ).remote(host, port, advertised_host, advertised_port, max_frame_bytes, cluster_id)
+        ).remote(host, port, advertised_host, advertised_port, max_frame_bytes, cluster_id, limits)
     refs = {node: a.serve.remote() for node, a in actors.items()}
     out = {}
     for node, ref in refs.items():

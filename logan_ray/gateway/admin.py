@@ -134,6 +134,9 @@ async def _broker_rows(gw: "Gateway") -> list[tuple[str, str, bool]]:
         ("log.dirs", str(s.get("data_dir", "")), False),
         ("default.replication.factor", "1", True),
         ("socket.request.max.bytes", str(gw.max_frame_bytes), True),
+        ("queued.max.request.bytes", str(gw.pool.capacity), False),
+        ("max.connections", str(gw.quotas.max_connections), True),
+        ("max.connections.per.ip", str(gw.quotas.max_per_ip), True),
     ]
 
 

@@ -8,7 +8,9 @@ and pause reading around ``loop.sendfile``; owning the socket keeps reading
 
 Requests are handled concurrently, but their responses are written strictly in
 arrival order, as Kafka clients require. A malformed or oversized frame closes
-only this connection.
+only this connection. What a client can make the gateway hold is bounded (see
+``limits.py``): frames grow as their bytes arrive, and the bytes of all requests
+in flight count against one broker-wide pool.
 """
 from __future__ import annotations
 
@@ -21,16 +23,14 @@ import struct
 from collections import deque
 from typing import Any, Awaitable, Callable
 
+from .limits import RequestMemoryPool
+
 log = logging.getLogger("logan_ray.gateway")
 
 _I32 = struct.Struct(">i")
-RECV_SIZE = 256 * 1024
-#: Frames at least this large are read straight into their own buffer (no copy).
-DIRECT_FRAME = 64 * 1024
-#: Stop reading a connection while this many responses are still owed...
+#: Stop reading a connection while this many responses are still owed (its bytes are
+#: bounded by the gateway's RequestMemoryPool).
 MAX_PENDING = 256
-#: ... or while the frames of those requests hold this many bytes.
-MAX_PENDING_BYTES = 128 << 20
 _AGAIN = (BlockingIOError, InterruptedError)
 
 
@@ -95,10 +95,17 @@ Dispatch = Callable[["Connection", memoryview], "Awaitable[list[Any]] | None"]
 
 
 class Connection:
-    """Reads frames, hands them to ``dispatch``, writes the answers in order."""
+    """Reads frames, hands them to ``dispatch``, writes the answers in order.
+
+    Memory a client can make it hold is bounded: a frame's bytes are kept only as
+    they arrive (a header claiming 2 GB allocates nothing), every frame's claimed
+    size is reserved in the gateway's :class:`RequestMemoryPool` first, and an idle
+    connection owns no read buffer (all read into the pool's shared scratch).
+    """
 
     def __init__(self, sock: socket.socket, peer: Any, dispatch: Dispatch, max_frame: int,
-                 on_close: Callable[["Connection"], None] | None = None) -> None:
+                 on_close: Callable[["Connection"], None] | None = None,
+                 pool: RequestMemoryPool | None = None) -> None:
         self.sock = sock
         self.peer = peer
         self.fd = sock.fileno()
@@ -106,15 +113,15 @@ class Connection:
         self.loop = asyncio.get_running_loop()
         self._dispatch = dispatch
         self._on_close = on_close
-        self._buf = bytearray(RECV_SIZE)
-        self._view = memoryview(self._buf)
-        self._start = 0
-        self._end = 0
-        self._frame: bytearray | None = None  # large frame being filled in place
-        self._frame_filled = 0
-        self._pending: deque[tuple[Any, int]] = deque()  # (awaitable of chunks, frame bytes)
-        self._pending_bytes = 0
+        self._pool = pool if pool is not None else RequestMemoryPool()
+        self._stash = b""  # bytes read but not parsed: a partial header, or frames waiting for the pool
+        self._stash_reserved = 0
+        self._frame: bytearray | None = None  # frame being received, grown as its bytes arrive
+        self._frame_size = 0
+        self._pending: deque[tuple[Any, int]] = deque()  # (awaitable of chunks, reserved bytes)
         self._reading = False
+        self._pending_full = False
+        self._pool_wait = False
         self._wake: asyncio.Future | None = None
         self.closed = False
         self.requests = 0
@@ -123,39 +130,34 @@ class Connection:
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._writer = self.loop.create_task(self._write_loop())
-        self._resume_reading()
+        self._update_reading()
 
     # ------------------------------------------------------------------ reading
-    def _resume_reading(self) -> None:
-        if not self._reading and not self.closed:
+    def _update_reading(self) -> None:
+        want = not self.closed and not self._pool_wait and not self._pending_full
+        if want and not self._reading:
             self.loop.add_reader(self.fd, self._on_readable)
             self._reading = True
-
-    def _pause_reading(self) -> None:
-        if self._reading:
+        elif not want and self._reading:
             self.loop.remove_reader(self.fd)
             self._reading = False
 
     def _on_readable(self) -> None:
         try:
             if self._frame is not None:
-                n = self.sock.recv_into(memoryview(self._frame)[self._frame_filled:])
-                if n == 0:
-                    return self.close("peer closed the connection mid-frame")
-                self._frame_filled += n
-                if self._frame_filled == len(self._frame):
-                    frame, self._frame = self._frame, None
-                    self._submit(memoryview(frame))
-                return
-            if self._end == len(self._buf):
-                self._compact()
-            n = self.sock.recv_into(self._view[self._end:])
+                return self._fill_frame()
+            if not self._pool.has_room():
+                return self._wait_for_pool()
+            scratch = self._pool.scratch
+            n = self.sock.recv_into(scratch)
             if n == 0:
-                if self._end > self._start:
+                if self._stash:
                     return self.close("peer closed the connection mid-frame")
                 return self.close(None)
-            self._end += n
-            self._parse()
+            data: Any = memoryview(scratch)[:n]
+            if self._stash:  # at most 3 bytes of a header here
+                data, self._stash = self._stash + bytes(data), b""
+            self._parse(data)
         except _AGAIN:
             return
         except (ConnectionError, OSError) as e:
@@ -163,47 +165,81 @@ class Connection:
         except FrameError as e:
             self.close(str(e), warn=True)
 
-    def _compact(self) -> None:
-        live = self._end - self._start
-        self._buf[:live] = self._buf[self._start:self._end]
-        self._start, self._end = 0, live
+    def _fill_frame(self) -> None:
+        frame = self._frame
+        assert frame is not None
+        scratch = self._pool.scratch
+        n = self.sock.recv_into(scratch, min(self._frame_size - len(frame), len(scratch)))
+        if n == 0:
+            return self.close("peer closed the connection mid-frame")
+        frame += memoryview(scratch)[:n]
+        if len(frame) == self._frame_size:
+            self._frame = None
+            self._submit(memoryview(frame), self._frame_size)
 
-    def _parse(self) -> None:
-        buf, view = self._buf, self._view
-        while not self.closed and self._end - self._start >= 4:
-            (size,) = _I32.unpack_from(buf, self._start)
+    def _parse(self, data: Any) -> None:
+        """Split ``data`` into frames; keep what does not yet form one."""
+        pos, end = 0, len(data)
+        while not self.closed and end - pos >= 4:
+            (size,) = _I32.unpack_from(data, pos)
             if size < 0 or size > self.max_frame:
                 raise FrameError(f"frame size {size} is outside 0..{self.max_frame} (socket.request.max.bytes)")
-            have = self._end - self._start - 4
-            if have >= size:
-                begin = self._start + 4
-                frame = bytes(view[begin:begin + size])
-                self._start = begin + size
-                self._submit(memoryview(frame))
+            if not self._pool.try_reserve(size):
+                # queued.max.request.bytes reached: hold what was read, stop reading until answers go out
+                self._stash = bytes(data[pos:end])
+                self._stash_reserved = len(self._stash)
+                self._pool.force(self._stash_reserved)
+                return self._wait_for_pool()
+            begin = pos + 4
+            if end - begin >= size:
+                frame = bytes(data[begin:begin + size])
+                pos = begin + size
+                self._submit(memoryview(frame), size)
                 continue
-            if size >= DIRECT_FRAME or size + 4 > len(buf):
-                # read the rest of this frame straight into its own buffer
-                frame = bytearray(size)
-                frame[:have] = view[self._start + 4:self._end]
-                self._start = self._end = 0
-                if have == size:  # pragma: no cover - handled above
-                    self._submit(memoryview(frame))
-                else:
-                    self._frame, self._frame_filled = frame, have
-                return
-            break
-        if self._start == self._end:
-            self._start = self._end = 0
-
-    def _submit(self, frame: memoryview) -> None:
-        self.requests += 1
-        result = self._dispatch(self, frame)
-        if result is None:  # no response owed (Produce with acks=0)
+            self._frame = bytearray(data[begin:end])
+            self._frame_size = size
             return
-        self._pending.append((result, len(frame)))
-        self._pending_bytes += len(frame)
-        if len(self._pending) >= MAX_PENDING or self._pending_bytes >= MAX_PENDING_BYTES:
-            self._pause_reading()
+        if pos < end and not self.closed:
+            self._stash = bytes(data[pos:end])
+
+    def _wait_for_pool(self) -> None:
+        if not self._pool_wait:
+            self._pool_wait = True
+            self._pool.wait(self._pool_ready)
+        self._update_reading()
+
+    def _pool_ready(self) -> None:
+        self.loop.call_soon(self._resume_after_pool)
+
+    def _resume_after_pool(self) -> None:
+        if self.closed or not self._pool_wait:
+            return
+        self._pool_wait = False
+        stash, reserved = self._stash, self._stash_reserved
+        self._stash, self._stash_reserved = b"", 0
+        if reserved:
+            self._pool.used -= reserved  # handed over to the frames parsed from it below
+        try:
+            if stash:
+                self._parse(stash)
+        except FrameError as e:
+            return self.close(str(e), warn=True)
+        self._update_reading()
+
+    def _submit(self, frame: memoryview, reserved: int) -> None:
+        self.requests += 1
+        try:
+            result = self._dispatch(self, frame)
+        except BaseException:
+            self._pool.release(reserved)
+            raise
+        if result is None:  # nothing owed and nothing running
+            self._pool.release(reserved)
+            return
+        self._pending.append((result, reserved))
+        if len(self._pending) >= MAX_PENDING and not self._pending_full:
+            self._pending_full = True
+            self._update_reading()
         wake = self._wake
         if wake is not None and not wake.done():
             wake.set_result(None)
@@ -220,10 +256,10 @@ class Connection:
                 result, nbytes = self._pending[0]
                 chunks = await result if not isinstance(result, list) else result
                 self._pending.popleft()
-                self._pending_bytes -= nbytes
-                if not self._reading and len(self._pending) < MAX_PENDING // 2 \
-                        and self._pending_bytes < MAX_PENDING_BYTES // 2:
-                    self._resume_reading()
+                self._pool.release(nbytes)  # the request is answered: its bytes are free
+                if self._pending_full and len(self._pending) < MAX_PENDING // 2:
+                    self._pending_full = False
+                    self._update_reading()
                 if chunks is None:
                     continue
                 try:
@@ -307,20 +343,26 @@ class Connection:
         self.closed = True
         if reason:
             (log.warning if warn else log.info)("gateway: closing connection from %s: %s", self.peer, reason)
-        self._pause_reading()
+        self._update_reading()
         try:
             self.loop.remove_writer(self.fd)
         except Exception:
             pass
         if not self._writer.done() and asyncio.current_task() is not self._writer:
             self._writer.cancel()
-        for result, _ in self._pending:
+        held = self._stash_reserved + (self._frame_size if self._frame is not None else 0)
+        for result, nbytes in self._pending:
+            held += nbytes
             if isinstance(result, asyncio.Future):
                 result.add_done_callback(_discard)
             elif isinstance(result, list):
                 release(result)
         self._pending.clear()
         self._frame = None
+        self._stash, self._stash_reserved = b"", 0
+        if self._pool_wait:
+            self._pool.forget(self._pool_ready)
+        self._pool.release(held)
         try:
             self.sock.close()
         except OSError:

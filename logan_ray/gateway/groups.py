@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("logan_ray.gateway")
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+NO_TRANSACTIONS = "logan-ray does not support transactions yet; use an idempotent producer without transactional.id"
 _ATTR = "_group_coordinator"
 
 
@@ -85,9 +86,14 @@ async def find_coordinator(gw: "Gateway", conn: "Connection", header: Any, body:
         found = await _coordinator_endpoint(gw)
         if found is None:
             gw._group_coordinator_node = None  # type: ignore[attr-defined]
-    if found is None:
+    if key_type == TRANSACTION_KEY:
+        # Not retriable: a transactional producer fails at once (librdkafka and the Java
+        # client treat this code as fatal) instead of retrying until max.block.ms.
+        code, message = codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONS
+        node_id, host, port = -1, "", -1
+    elif found is None:
         code = codes.COORDINATOR_NOT_AVAILABLE
-        message = "transactions are not offered" if key_type == TRANSACTION_KEY else "no group coordinator yet"
+        message = "no group coordinator yet"
         node_id, host, port = -1, "", -1
     else:
         code, message = codes.NONE, None

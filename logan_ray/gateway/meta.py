@@ -156,7 +156,8 @@ async def init_producer_id(gw: "Gateway", conn: "Connection", header: Any, body:
     """Idempotent producers only: a fresh id, or the same id with a bumped epoch (KIP-360)."""
     out = {"throttle_time_ms": 0, "error_code": codes.NONE, "producer_id": -1, "producer_epoch": -1}
     if body.get("transactional_id") is not None:
-        out["error_code"] = codes.COORDINATOR_NOT_AVAILABLE  # transactions are not offered
+        # transactions are not offered: a non-retriable answer, so the producer fails at once
+        out["error_code"] = codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         return out
     pid, epoch = body.get("producer_id", -1), body.get("producer_epoch", -1)
     try:

@@ -21,17 +21,26 @@ from logan_ray.protocol import (
     api_versions_fallback_response,
     decode_request,
     encode_response,
-    expects_response,
 )
 
 from .cluster import Cluster
 from .connection import Connection, FrameError
+from .limits import (
+    MAX_CONNECTIONS,
+    MAX_CONNECTIONS_PER_IP,
+    QUEUED_MAX_REQUEST_BYTES,
+    ConnectionQuotas,
+    RequestMemoryPool,
+    raise_open_files_limit,
+)
 
 log = logging.getLogger("logan_ray.gateway")
 
 API_VERSIONS_KEY = 18
 #: Kafka's socket.request.max.bytes default: larger frames close the connection.
 MAX_FRAME_BYTES = 100 * 1024 * 1024
+#: After accept() fails for lack of descriptors, wait this long before trying again.
+ACCEPT_RETRY_S = 0.1
 
 Handler = Callable[["Gateway", Connection, Any, dict], Awaitable[dict]]
 
@@ -52,15 +61,23 @@ class Gateway:
     """Serves the Kafka protocol for the partitions of one node."""
 
     def __init__(self, router: Any, node_id: str, *, cluster_id: str = "logan-ray",
-                 max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+                 max_frame_bytes: int = MAX_FRAME_BYTES,
+                 queued_max_request_bytes: int = QUEUED_MAX_REQUEST_BYTES,
+                 max_connections: int = MAX_CONNECTIONS, max_connections_per_ip: int = MAX_CONNECTIONS_PER_IP,
+                 max_connections_per_ip_overrides: Any = None) -> None:
         self.cluster = Cluster(router, node_id, cluster_id)
         self.handlers = _handler_table()
         self.max_frame_bytes = max_frame_bytes
+        self.pool = RequestMemoryPool(queued_max_request_bytes)
+        self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip, max_connections_per_ip_overrides)
         self.connections: set[Connection] = set()
         self.started = time.time()
         self.accepted = 0
         self.closed_bad_frames = 0
+        self.accept_errors = 0
         self._listener: socket.socket | None = None
+        self._accepting = False
+        self._accept_retry: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         protocol.precompile()
 
@@ -84,28 +101,73 @@ class Gateway:
         sock.listen(1024)
         sock.setblocking(False)
         self._listener = sock
-        self._loop.add_reader(sock.fileno(), self._on_accept)
+        soft, _ = raise_open_files_limit()
+        log.info("gateway: open files limit %d", soft)
+        self._update_accepting()
         bound = sock.getsockname()
         log.info("gateway listening on %s:%d", bound[0], bound[1])
         return bound[0], bound[1]
 
+    def _update_accepting(self) -> None:
+        """Listen for new connections unless max.connections is reached or accept() just ran out of fds."""
+        want = self._listener is not None and not self.quotas.full() and self._accept_retry is None
+        if want and not self._accepting:
+            self._loop.add_reader(self._listener.fileno(), self._on_accept)
+            self._accepting = True
+        elif not want and self._accepting:
+            self._loop.remove_reader(self._listener.fileno())
+            self._accepting = False
+
+    def _retry_accept(self) -> None:
+        self._accept_retry = None
+        self._update_accepting()
+
     def _on_accept(self) -> None:
         assert self._listener is not None
         for _ in range(64):
+            if self.quotas.full():
+                break  # max.connections: the rest wait in the backlog until a connection closes
             try:
                 sock, peer = self._listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError as e:  # e.g. EMFILE: keep serving the connections we have
-                log.warning("gateway: accept failed: %s", e)
-                return
+            except OSError as e:  # e.g. EMFILE: keep serving the connections we have, try again shortly
+                self.accept_errors += 1
+                if self.accept_errors == 1 or self.accept_errors % 1000 == 0:
+                    log.warning("gateway: accept failed (%d times so far): %s", self.accept_errors, e)
+                self._accept_retry = self._loop.call_later(ACCEPT_RETRY_S, self._retry_accept)
+                break
+            ip = peer[0]
+            if not self.quotas.admit(ip):
+                log.warning("gateway: rejected connection from %s: it already has the configured maximum of %d "
+                            "connections (max.connections.per.ip)", ip, self.quotas.limit_for(ip))
+                sock.close()
+                continue
             self.accepted += 1
-            conn = Connection(sock, peer, self.dispatch, self.max_frame_bytes, self.connections.discard)
+            try:
+                conn = Connection(sock, peer, self.dispatch, self.max_frame_bytes, self._closed, self.pool)
+            except OSError as e:
+                self.quotas.release(ip)
+                sock.close()
+                log.warning("gateway: cannot set up connection from %s: %s", peer, e)
+                continue
             self.connections.add(conn)
+        self._update_accepting()
+
+    def _closed(self, conn: Connection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            self.quotas.release(conn.peer[0])
+            self._update_accepting()
 
     def close(self) -> None:
         if self._listener is not None and self._loop is not None:
-            self._loop.remove_reader(self._listener.fileno())
+            if self._accepting:
+                self._loop.remove_reader(self._listener.fileno())
+                self._accepting = False
+            if self._accept_retry is not None:
+                self._accept_retry.cancel()
+                self._accept_retry = None
             self._listener.close()
             self._listener = None
         for conn in list(self.connections):
@@ -137,10 +199,9 @@ class Gateway:
             self.closed_bad_frames += 1
             name = protocol.APIS[header.api_key].name
             raise FrameError(f"{name} v{header.api_version} is not served by this gateway")
-        task = self._loop.create_task(self._run(spec[2], conn, header, body))
-        if not expects_response(header.api_key, body):
-            return None
-        return task
+        # Returned even when no response is owed (acks=0): the request's bytes stay
+        # counted until its handler is done, and later answers keep their order.
+        return self._loop.create_task(self._run(spec[2], conn, header, body))
 
     async def _run(self, handler: Handler, conn: Connection, header: Any, body: dict) -> list[Any] | None:
         try:
@@ -155,6 +216,11 @@ class Gateway:
         return encode_response(header.api_key, header.api_version, header.correlation_id, response)
 
     def stats(self) -> dict[str, Any]:
+        import os
+
         return {"connections": len(self.connections), "accepted": self.accepted,
                 "closed_bad_frames": self.closed_bad_frames, "uptime_s": time.time() - self.started,
+                "pid": os.getpid(), "queued_request_bytes": self.pool.used,
+                "queued_request_bytes_peak": self.pool.peak, "queued_max_request_bytes": self.pool.capacity,
+                "memory_waits": self.pool.waits, "accept_errors": self.accept_errors, **self.quotas.stats(),
                 **self.cluster.channel_stats()}

@@ -135,3 +135,62 @@ def test_truncated_xerial_raises_corrupt():
 def test_none_codec_is_identity():
     assert compress(0, memoryview(b"abc")) == b"abc"
     assert decompress("none", bytearray(b"abc")) == b"abc"
+
+
+# ------------------------------------------------------------ bounded output
+def test_zstd_bomb_of_32_gib_is_refused_within_the_limit():
+    """A 1 MiB frame of RLE blocks claims 32 GiB; decoding stops just past the limit."""
+    import tracemalloc
+
+    from bombs import zstd_bomb
+    from logan_ray.storage.compression import MAX_DECOMPRESSED_BYTES
+
+    frame, claimed = zstd_bomb(1 << 20)
+    assert claimed > 31 << 30
+    tracemalloc.start()
+    try:
+        with pytest.raises(CorruptRecordError, match="decompress to more than"):
+            decompress("zstd", frame)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < MAX_DECOMPRESSED_BYTES + (40 << 20)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "lz4", "zstd", "snappy"])
+def test_output_past_the_limit_is_corrupt_and_within_it_is_fine(codec):
+    payload = bytes(2 << 20)  # zeros: every codec shrinks them a lot
+    packed = compress(codec, payload)
+    assert decompress(codec, packed, limit=2 << 20) == payload
+    with pytest.raises(CorruptRecordError, match="decompress to more than"):
+        decompress(codec, packed, limit=(2 << 20) - 1)
+
+
+def test_zstd_frame_declaring_a_huge_size_is_refused_before_decoding():
+    frame = zstandard.ZstdCompressor().compress(bytes(1 << 20))  # declares 1 MiB
+    with pytest.raises(CorruptRecordError, match="decompress to more than"):
+        decompress("zstd", frame, limit=1000)
+
+
+def test_xerial_snappy_blocks_count_towards_one_limit():
+    payload = bytes(200 * 1024)
+    packed = compress_snappy_xerial(payload, block_size=32 * 1024)
+    assert decompress("snappy", packed, limit=len(payload)) == payload
+    with pytest.raises(CorruptRecordError, match="decompress to more than"):
+        decompress("snappy", packed, limit=len(payload) - 1)
+
+
+def test_gzip_members_count_towards_one_limit():
+    one = compress("gzip", bytes(100_000))
+    assert decompress("gzip", one + one, limit=200_000) == bytes(200_000)
+    with pytest.raises(CorruptRecordError, match="decompress to more than"):
+        decompress("gzip", one + one, limit=150_000)
+
+
+def test_zstd_without_content_size_round_trips_and_detects_truncation():
+    payload = os.urandom(50_000) + bytes(500_000)
+    packed = zstandard.ZstdCompressor(write_content_size=False).compress(payload)
+    assert zstandard.frame_content_size(packed) == -1
+    assert decompress("zstd", packed) == payload
+    with pytest.raises(CorruptRecordError, match="truncated"):
+        decompress("zstd", packed[:-20])

@@ -22,6 +22,27 @@ KAFKA_DEFAULTS = {
     "min.cleanable.dirty.ratio": "0.5",
     "min.compaction.lag.ms": "0",
     "file.delete.delay.ms": "60000",
+    # the rest of Kafka's topic-level list (LogConfig), with Kafka's defaults
+    "segment.jitter.ms": "0",
+    "max.compaction.lag.ms": "9223372036854775807",
+    "unclean.leader.election.enable": "false",
+    "compression.type": "producer",
+    "compression.gzip.level": "-1",
+    "compression.lz4.level": "9",
+    "compression.zstd.level": "3",
+    "preallocate": "false",
+    "message.format.version": "3.0-IV1",
+    "message.timestamp.difference.max.ms": "9223372036854775807",
+    "message.timestamp.before.max.ms": "9223372036854775807",
+    "message.timestamp.after.max.ms": "9223372036854775807",
+    "message.downconversion.enable": "true",
+    "leader.replication.throttled.replicas": "",
+    "follower.replication.throttled.replicas": "",
+    "remote.storage.enable": "false",
+    "local.retention.ms": "-2",
+    "local.retention.bytes": "-2",
+    "remote.log.copy.disable": "false",
+    "remote.log.delete.on.disable": "false",
 }
 
 
@@ -151,3 +172,43 @@ def test_non_mapping_and_direct_construction_are_validated():
         TopicConfig(segment_bytes=1)
     with pytest.raises(InvalidConfigError, match="unknown"):
         TopicConfig().get("segment_bytes")
+
+
+def test_kafka_topic_configs_clients_pass_routinely_are_accepted_and_reported():
+    given = {"compression.type": "ZSTD", "max.compaction.lag.ms": "3600000", "message.timestamp.type": "LogAppendTime",
+             "message.timestamp.before.max.ms": "86400000", "message.timestamp.after.max.ms": "3600000",
+             "message.timestamp.difference.max.ms": "1000", "unclean.leader.election.enable": "TRUE",
+             "preallocate": "true", "compression.gzip.level": "-1", "compression.zstd.level": "-5",
+             "message.downconversion.enable": "false", "segment.jitter.ms": "10",
+             "leader.replication.throttled.replicas": "*", "local.retention.ms": "-2",
+             "remote.storage.enable": "false", "message.format.version": "3.0-IV1"}
+    c = TopicConfig.from_dict(given)
+    assert c.compression_type == "zstd" and c.max_compaction_lag_ms == 3_600_000 and c.log_append_time
+    assert c.unclean_leader_election_enable is True and c.compression_zstd_level == -5
+    shown = c.to_dict()
+    assert shown["compression.type"] == "zstd" and shown["preallocate"] == "true"
+    assert shown["message.downconversion.enable"] == "false"
+    changed = {e.name for e in c.describe() if not e.is_default}
+    assert changed == set(given) - {"compression.gzip.level", "local.retention.ms", "remote.storage.enable",
+                                    "message.format.version"}
+
+
+@pytest.mark.parametrize("name, value, fragment", [
+    ("compression.type", "brotli", "must be one of"),
+    ("compression.gzip.level", "0", "at least 1"),
+    ("compression.lz4.level", "18", "at most 17"),
+    ("max.compaction.lag.ms", "0", "at least 1"),
+    ("preallocate", "yes", "'true' or 'false'"),
+    ("remote.storage.enable", "true", "no tiered storage"),
+    ("local.retention.bytes", "-3", "at least -2"),
+])
+def test_bad_values_of_the_stored_configs_are_invalid_config(name, value, fragment):
+    with pytest.raises(InvalidConfigError, match=name) as err:
+        TopicConfig.from_dict({name: value})
+    assert fragment in str(err.value) and err.value.code == 40
+
+
+def test_unknown_name_is_invalid_config_naming_it():
+    with pytest.raises(InvalidConfigError, match="'retention.millis'") as err:
+        TopicConfig.from_dict({"retention.millis": "1"})
+    assert err.value.code == 40
