@@ -8,7 +8,6 @@ is async so long-poll fetches wait on an event instead of occupying a thread.
 from __future__ import annotations
 
 import asyncio
-import glob
 import logging
 import os
 import time
@@ -17,12 +16,12 @@ from typing import Any
 import ray
 
 from logan_ray.storage.append_rules import check_client_batch
-from logan_ray.storage.batch_header import HEADER, HEADER_SIZE, BatchHeader, iter_headers, validate_batch
+from logan_ray.storage.batch_header import BatchHeader, iter_headers, validate_batch
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.errors import KafkaStorageError
 from logan_ray.storage.log import PartitionLog
 from logan_ray.storage.partition_dir import claim, mark_for_deletion, remove_marked
-from logan_ray.storage.producer_state import OutOfOrderSequenceError, ProducerStateTable
+from logan_ray.storage.producer_state import DEFAULT_EXPIRATION_MS, OutOfOrderSequenceError
 
 from .channel import ChannelServer, serve_channel
 from .group_commit import GroupCommit
@@ -32,7 +31,6 @@ from .topic_names import is_internal, refuse_internal
 log = logging.getLogger("logan_ray.partition")
 
 NAMESPACE = "logan_ray"
-HEADER_SCAN_WINDOW = 8 << 20  # read size when rebuilding idempotence state from the newest segment
 SEQUENCE_WAIT_S = 5.0  # how long a batch that arrived early waits for its predecessor
 
 
@@ -65,7 +63,8 @@ class PartitionActor:
     """Append, read, locate and long-poll on one partition log."""
 
     def __init__(self, topic: str, partition: int, directory: str, topic_id: str, router_name: str,
-                 maintenance_interval_s: float = 300.0) -> None:
+                 maintenance_interval_s: float = 300.0,
+                 producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS) -> None:
         """Open the partition; Ray runs this again on every restart (crash, OOM kill).
 
         The config is asked of the router (the durable topic metadata: defaults plus
@@ -85,8 +84,11 @@ class PartitionActor:
         if stale is not None:
             log.warning("partition %s-%d: removed the folder of an earlier topic %s of the same name", topic,
                         partition, stale)
-        self._log = PartitionLog(directory, TopicConfig.from_dict(config))
-        self._producers = ProducerStateTable.rebuild(self._tail_headers())
+        # The log loads idempotent-producer state from its newest snapshot plus the batches after it.
+        self._producer_id_expiration_ms = producer_id_expiration_ms
+        self._log = PartitionLog(directory, TopicConfig.from_dict(config),
+                                 producer_id_expiration_ms=producer_id_expiration_ms)
+        self._producers = self._log.producer_state
         self._group_commit = GroupCommit(self._log)
         self._new_data: asyncio.Event | None = None
         self._maintenance_interval_s = maintenance_interval_s
@@ -173,13 +175,9 @@ class PartitionActor:
                 validate_batch(view, pos, end=pos + h.size)  # never acknowledge a corrupt retry
                 outcome = duplicate
             else:
-                try:
-                    info = self._log.append(view[pos:pos + h.size])
-                except KafkaStorageError as e:
-                    if e.appended is not None:  # written, then a flush failed: a retry is a duplicate
-                        self._producers.record(h, e.appended.base_offset, e.appended.log_append_time)
-                    raise
-                self._producers.record(h, info.base_offset, info.log_append_time)
+                # The log records the producer state, also when a flush after the write fails
+                # (KafkaStorageError with ``appended``): a retry is then answered as a duplicate.
+                info = self._log.append(view[pos:pos + h.size])
                 outcome = (info.base_offset, info.log_append_time)
             first = first or outcome
             pos += h.size
@@ -291,8 +289,8 @@ class PartitionActor:
         except KafkaStorageError as e:
             log.warning("closing %s-%d before reopening: %s", self.topic, self.partition, e)
         config = self._log.config
-        self._log = PartitionLog(self.directory, config)
-        self._producers = ProducerStateTable.rebuild(self._tail_headers())
+        self._log = PartitionLog(self.directory, config, producer_id_expiration_ms=self._producer_id_expiration_ms)
+        self._producers = self._log.producer_state
         self._group_commit = GroupCommit(self._log)
         self._publish_state()
         log.warning("partition %s-%d reopened: offsets [%d, %d)", self.topic, self.partition,
@@ -325,7 +323,7 @@ class PartitionActor:
     async def stats(self) -> dict[str, Any]:
         s = dict(self._log.stats())
         s.update(topic=self.topic, partition=self.partition, node_id=ray.get_runtime_context().get_node_id(),
-                 pid=os.getpid(), producers=len(self._producers))
+                 pid=os.getpid())
         if self._log.config.compacts:
             s["dirty_ratio"] = self._log.dirty_stats().ratio
         return s
@@ -395,34 +393,10 @@ class PartitionActor:
                 if flush_ms < self._maintenance_interval_s * 1000:
                     self._log.flush()
                 self._log.apply_retention()
+                self._log.expire_producers()
                 self._publish_state()
             except Exception:  # keep maintaining; the error is logged for the operator
                 log.exception("maintenance of %s-%d failed", self.topic, self.partition)
-
-    def _tail_headers(self):
-        """Headers of the newest segment's batches, to rebuild idempotent-producer state.
-
-        Reads the file in large windows and parses only the 61-byte headers.
-        """
-        files = sorted(glob.glob(os.path.join(self.directory, "*.log")))
-        if not files:
-            return
-        with open(files[-1], "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            pos = 0
-            while pos + HEADER_SIZE <= size:
-                window = os.pread(f.fileno(), HEADER_SCAN_WINDOW, pos)
-                consumed = 0
-                for rel, h in iter_headers(window):
-                    yield h
-                    consumed = rel + h.size
-                if consumed == 0:  # a batch larger than the window: jump by its length field
-                    h = BatchHeader(*HEADER.unpack_from(window, 0))
-                    if h.size < HEADER_SIZE:
-                        return
-                    yield h
-                    consumed = h.size
-                pos += consumed
 
 
 def partition_actor_class():

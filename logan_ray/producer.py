@@ -4,6 +4,20 @@ One actor call carries thousands of records, which is what makes Ray's ~1 ms
 per call affordable. Batches are idempotent (producer id + per-partition
 sequence), so a resend after a partition actor crash never duplicates records;
 resends go out in order, as Kafka's idempotent producer does.
+
+Batch sizing: a batch never exceeds min(``batch_size``, the topic's
+``max.message.bytes``), header and per-record framing included (an upper bound
+is used while filling, the encoded size is checked before sending). A record
+too large to fit any batch fails alone with RecordTooLargeError before it
+gets a sequence number, as Kafka's producer does with ``max.request.size``; a
+record larger than ``batch_size`` but within ``max.message.bytes`` travels in
+a batch of its own, also as in Kafka.
+
+After a batch fails for good (the broker rejected it), the partition's
+sequence recovers as KIP-360 describes: if nothing was sent after it the
+next batch reuses its sequence; otherwise the producer bumps its epoch for
+that partition and resends the later batches from sequence 0, so nothing
+waits for a batch that will never arrive.
 """
 from __future__ import annotations
 
@@ -20,17 +34,50 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 import ray
 
-from logan_ray.storage.compression import codec_id
+from logan_ray.storage.batch_header import HEADER_SIZE
+from logan_ray.storage.compression import NONE, codec_id
 from logan_ray.storage.records import Column, build_batch
 
 from ._ray import get
-from .errors import LoganError, NotRunningError, RequestTimedOutError, UnknownPartitionError
+from .errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    LoganError,
+    NotRunningError,
+    RecordTooLargeError,
+    RequestTimedOutError,
+    UnknownPartitionError,
+    UnsupportedCompressionError,
+)
 from .partitioner import partition_for_key
 from .serializers import serializer
 
 log = logging.getLogger("logan_ray.producer")
 _RETRIABLE = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
-RECORD_OVERHEAD = 16  # rough per-record framing bytes, for the batch size estimate
+# Errors the partition raises while validating, before it writes a byte: the batch is surely not in the log.
+_REJECTED = (RecordTooLargeError, CorruptRecordError, InvalidRecordError, InvalidTimestampError,
+             UnsupportedCompressionError)
+# Upper bound of a v2 record's framing: length, timestamp delta, offset delta, key
+# length, value length and header count varints at their widest, plus attributes.
+RECORD_OVERHEAD = 36
+HEADER_OVERHEAD = 10  # per record header: key and value length varints
+# Headroom for codec framing when a compressed batch does not shrink (zstd, lz4
+# and gzip add well under 1% on incompressible data); a batch that still comes out
+# too large is split before it is sent.
+COMPRESSION_HEADROOM = 1 / 64
+MAX_EPOCH = 0x7FFF
+MAX_UNREPORTED_ERRORS = 64
+DEFAULT_MAX_MESSAGE_BYTES = 1048588  # Kafka's max.message.bytes default, until the topic's is known
+
+
+def record_size_bound(value: bytes | None, key: bytes | None = None, headers=None) -> int:
+    """Most bytes one record can take inside a v2 batch (Kafka's estimateSizeInBytesUpperBound)."""
+    size = RECORD_OVERHEAD + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+    if headers:
+        for hk, hv in headers:
+            size += HEADER_OVERHEAD + len(hk.encode() if isinstance(hk, str) else hk) + (len(hv) if hv is not None else 0)
+    return size
 
 
 def _is_table(x: Any) -> bool:
@@ -115,7 +162,7 @@ class _Batch:
     """Records bound for one partition, then the in-flight request that carries them."""
 
     __slots__ = ("topic", "partition", "values", "keys", "headers", "timestamps", "size", "ref", "payload",
-                 "base_sequence", "base_offset", "append_time", "error", "done", "attempts", "cols")
+                 "base_sequence", "base_offset", "append_time", "error", "done", "attempts", "parts", "cols")
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic, self.partition = topic, partition
@@ -132,10 +179,46 @@ class _Batch:
         self.error: BaseException | None = None
         self.done = False
         self.attempts = 0
+        self.parts: list[tuple[int, "_Batch"]] | None = None  # (first index, sub-batch) once split
         self.cols: tuple[Any, Any, int] | None = None  # (values, keys, count) of a columnar send_batch
 
     def __len__(self) -> int:
         return self.cols[2] if self.cols is not None else len(self.values)
+
+    def append(self, value, key, headers, ts: int, size: int) -> int:
+        self.values.append(value)
+        self.keys.append(key)
+        self.headers.append(headers)
+        self.timestamps.append(ts)
+        self.size += size
+        return len(self.values) - 1
+
+    def slice(self, start: int, stop: int) -> "_Batch":
+        part = _Batch(self.topic, self.partition)
+        part.values, part.keys = self.values[start:stop], self.keys[start:stop]
+        part.headers, part.timestamps = self.headers[start:stop], self.timestamps[start:stop]
+        return part
+
+    def resolve(self, index: int) -> tuple["_Batch", int]:
+        """The (sub-)batch and index that hold record ``index`` after any splits."""
+        b = self
+        while b.parts is not None:
+            k = bisect.bisect_right([first for first, _ in b.parts], index) - 1
+            first, b = b.parts[k]
+            index -= first
+        return b, index
+
+    def is_done(self) -> bool:
+        if self.parts is not None:
+            return all(part.is_done() for _, part in self.parts)
+        return self.done
+
+
+def _failed(topic: str, partition: int, value, key, headers, ts: int, error: BaseException) -> _Batch:
+    b = _Batch(topic, partition)
+    b.append(value, key, headers, ts, 0)
+    b.error, b.done = error, True
+    return b
 
 
 class RecordFuture:
@@ -147,16 +230,18 @@ class RecordFuture:
         self._producer, self._batch, self._index = producer, batch, index
 
     def done(self) -> bool:
-        return self._batch.done
+        return self._batch.is_done()
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
-        b = self._batch
+        b, index = self._batch.resolve(self._index)
         if not b.done:
             self._producer._complete(b, timeout)
+            b, index = self._batch.resolve(self._index)  # a wait may have split it
         if b.error is not None:
+            self._producer._reported(b.error)
             raise b.error
-        ts = b.append_time if b.append_time >= 0 else b.timestamps[self._index]
-        offset = b.base_offset + self._index if b.base_offset >= 0 else -1
+        ts = b.append_time if b.append_time >= 0 else b.timestamps[index]
+        offset = b.base_offset + index if b.base_offset >= 0 else -1
         return RecordMetadata(b.topic, b.partition, offset, ts)
 
     get = result
@@ -200,7 +285,12 @@ class _BatchFutures(_SequenceABC):
 
 @dataclass
 class _PartitionState:
+    """Idempotence state of one partition: its own epoch, so a KIP-360 bump touches only it."""
+
+    producer_id: int = -1
+    epoch: int = 0
     next_sequence: int = 0
+    acked: bool = False  # the broker holds state for this producer id (a batch was acknowledged)
     in_flight: deque = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
@@ -220,6 +310,8 @@ class Producer:
         if self._acks not in (-1, 0, 1):
             raise ValueError(f"acks must be 0, 1, -1 or 'all', got {acks!r}")
         self._compression = codec_id(compression)
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
         self._batch_size = batch_size
         self._linger_s = linger_ms / 1000.0
         # Without idempotence nothing can restore order if Ray starts pipelined appends
@@ -230,12 +322,15 @@ class Producer:
         self._timeout_s = request_timeout_ms / 1000.0
         self._retries = retries
         self._auto_create = auto_create_topics
+        self._idempotent = idempotent
         self._producer_id = get(client.router.allocate_producer_id.remote()) if idempotent else -1
         self._lock = threading.RLock()
         self._open: dict[tuple[str, int], _Batch] = {}
         self._opened_at: dict[tuple[str, int], float] = {}
         self._partitions: dict[tuple[str, int], _PartitionState] = {}
         self._sticky: dict[str, int] = {}
+        self._max_message_bytes: dict[str, int] = {}
+        self._errors: list[BaseException] = []  # failures no future has reported yet
         self._closed = False
         self._linger_thread = threading.Thread(target=self._linger_loop, name="logan-ray-linger", daemon=True)
         self._linger_thread.start()
@@ -243,6 +338,50 @@ class Producer:
     # ------------------------------------------------------------------- send
     def partitions_for(self, topic: str) -> int:
         return len(self._client.partitions(topic, auto_create=self._auto_create))
+
+    def _topic_limit(self, topic: str, refresh: bool = False) -> int:
+        """The topic's max.message.bytes (cached; refreshed before rejecting a record with it)."""
+        limit = self._max_message_bytes.get(topic)
+        if limit is None or refresh:
+            try:
+                limit = int(self._client.topic_config(topic).get("max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES))
+            except LoganError:
+                limit = DEFAULT_MAX_MESSAGE_BYTES
+            self._max_message_bytes[topic] = limit
+        return limit
+
+    def _record_budget(self, topic: str) -> int:
+        """Bytes of record bounds one batch may hold: min(batch_size, max.message.bytes) less the header."""
+        limit = min(self._batch_size, self._topic_limit(topic))
+        if self._compression != NONE:
+            limit -= int(limit * COMPRESSION_HEADROOM) + 64
+        return max(limit - HEADER_SIZE, 1)
+
+    def _too_large(self, topic: str, value, key, headers, ts: int, bound: int) -> RecordTooLargeError | None:
+        """The error for a record that cannot fit any batch of ``topic``, else None (exact check, rare path)."""
+        if HEADER_SIZE + bound <= self._topic_limit(topic):
+            return None
+        limit = self._topic_limit(topic, refresh=True)
+        size = len(build_batch([value], [key], headers=[headers] if headers else None, timestamps=ts,
+                               compression=self._compression, producer_id=self._producer_id,
+                               producer_epoch=0 if self._producer_id >= 0 else -1,
+                               base_sequence=0 if self._producer_id >= 0 else -1))
+        if size <= limit:
+            return None
+        return RecordTooLargeError(
+            f"a record of {len(value) if value is not None else 0} value bytes makes a batch of {size} bytes, "
+            f"over max.message.bytes={limit} of topic {topic!r}")
+
+    def _open_batch(self, tp: tuple[str, int], need: int, budget: int) -> _Batch:
+        """The open batch of ``tp`` with room for ``need`` more bytes, shipping a full one first."""
+        b = self._open.get(tp)
+        if b is not None and b.values and b.size + need > budget:
+            self._ship(tp)
+            b = None
+        if b is None:
+            b = self._open[tp] = _Batch(*tp)
+            self._opened_at[tp] = time.monotonic()
+        return b
 
     def send(self, topic: str, value: Any = None, key: Any = None, *, headers: Sequence[tuple[str, bytes]] | None = None,
              partition: int | None = None, timestamp_ms: int | None = None) -> RecordFuture:
@@ -252,22 +391,20 @@ class Producer:
             key = self._key_ser(key)
         partition = self._choose_partition(topic, key, partition)
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        bound = record_size_bound(value, key, headers)
         with self._lock:
             if self._closed:
                 raise LoganError("producer is closed")
             tp = (topic, partition)
-            b = self._open.get(tp)
-            if b is None:
-                b = self._open[tp] = _Batch(topic, partition)
-                self._opened_at[tp] = time.monotonic()
-            idx = len(b.values)
-            b.values.append(value)
-            b.keys.append(key)
-            b.headers.append(headers)
-            b.timestamps.append(ts)
-            b.size += RECORD_OVERHEAD + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
-            fut = RecordFuture(self, b, idx)
-            if b.size >= self._batch_size:
+            budget = self._record_budget(topic)
+            if bound > budget:
+                error = self._too_large(topic, value, key, headers, ts, bound)
+                if error is not None:
+                    self._note_error(error)
+                    return RecordFuture(self, _failed(topic, partition, value, key, headers, ts, error), 0)
+            b = self._open_batch(tp, bound, budget)
+            fut = RecordFuture(self, b, b.append(value, key, headers, ts, bound))
+            if b.size >= budget:
                 self._ship(tp)
         return fut
 
@@ -299,27 +436,38 @@ class Producer:
             values = [self._value_ser(v) for v in values]
         partition = self._choose_partition(topic, None, partition)
         ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
+        bounds = [RECORD_OVERHEAD + (len(v) if v is not None else 0) for v in values]
         spans: list[tuple[_Batch, int, int]] = []
         with self._lock:
+            if self._closed:
+                raise LoganError("producer is closed")
             tp = (topic, partition)
-            start = 0
-            while start < len(values):
-                b = self._open.get(tp)
-                if b is None:
-                    b = self._open[tp] = _Batch(topic, partition)
-                    self._opened_at[tp] = time.monotonic()
-                # fill up to the batch size in one slice
-                room = max(1, (self._batch_size - b.size) // (RECORD_OVERHEAD + max(1, len(values[start] or b""))))
-                chunk = values[start:start + room]
-                base = len(b.values)
+            budget = self._record_budget(topic)
+            start, n = 0, len(values)
+            while start < n:
+                if bounds[start] > budget:  # a record that fits no shared batch
+                    error = self._too_large(topic, values[start], None, None, ts, bounds[start])
+                    if error is not None:
+                        self._note_error(error)
+                        spans.append((_failed(topic, partition, values[start], None, None, ts, error), 0, 1))
+                        start += 1
+                        continue
+                b = self._open_batch(tp, bounds[start], budget)
+                # fill the batch in one slice: as many records as its budget still allows
+                room, stop = budget - b.size, start
+                while stop < n and (bounds[stop] <= room or (stop == start and not b.values)):
+                    room -= bounds[stop]
+                    stop += 1
+                chunk = values[start:stop]
+                first = len(b.values)
                 b.values.extend(chunk)
                 b.keys.extend([None] * len(chunk))
                 b.headers.extend([None] * len(chunk))
                 b.timestamps.extend([ts] * len(chunk))
-                b.size += sum(map(len, chunk)) + RECORD_OVERHEAD * len(chunk)
-                spans.append((b, base, len(chunk)))
-                start += len(chunk)
-                if b.size >= self._batch_size:
+                b.size = budget - room  # its size plus the chunk's bounds
+                spans.append((b, first, len(chunk)))
+                start = stop
+                if b.size >= budget or (start < n and b.size + bounds[start] > budget):
                     self._ship(tp)
         return _BatchFutures(self, spans)
 
@@ -350,13 +498,15 @@ class Producer:
                 tp = (topic, part)
                 if tp in self._open:
                     self._ship(tp)  # keep order: records sent before these go first
+                # a record over the budget travels alone (the broker judges one over the topic's limit)
+                budget = self._record_budget(topic)
                 sizes = _lengths(vals) + (_lengths(ks) if ks is not None else 0) + RECORD_OVERHEAD
                 ends = np.cumsum(sizes)
                 start = 0
                 total = _rows(vals)
                 while start < total:
                     used = ends[start - 1] if start else 0
-                    stop = max(start + 1, int(np.searchsorted(ends, used + self._batch_size, side="right")))
+                    stop = max(start + 1, int(np.searchsorted(ends, used + budget, side="right")))
                     stop = min(stop, total)
                     b = _Batch(topic, part)
                     b.cols = (_slice(vals, start, stop), _slice(ks, start, stop) if ks is not None else None,
@@ -402,17 +552,58 @@ class Producer:
             sticky = self._sticky[topic] = random.randrange(n)
         return sticky
 
+    def _note_error(self, error: BaseException) -> None:
+        with self._lock:
+            if len(self._errors) < MAX_UNREPORTED_ERRORS:  # bounded: flush() raises only the first anyway
+                self._errors.append(error)
+
+    def _reported(self, error: BaseException) -> None:
+        with self._lock:
+            for i, e in enumerate(self._errors):
+                if e is error:
+                    del self._errors[i]
+                    break
+
     # ---------------------------------------------------------------- shipping
+    def _state(self, tp: tuple[str, int]) -> _PartitionState:
+        state = self._partitions.get(tp)
+        if state is None:
+            state = self._partitions[tp] = _PartitionState(producer_id=self._producer_id)
+        return state
+
     def _ship(self, tp: tuple[str, int]) -> None:
         """Encode the open batch of ``tp`` and send it (caller holds the lock)."""
         b = self._open.pop(tp)
         self._opened_at.pop(tp, None)
         if self._sticky.get(tp[0]) == tp[1]:
             self._sticky.pop(tp[0], None)  # sticky partitioner: switch after each batch
-        state = self._partitions.setdefault(tp, _PartitionState())
+        self._send(b, self._state(tp), self._topic_limit(tp[0]))
+
+    def _send(self, b: _Batch, state: _PartitionState, limit: int) -> None:
+        """Give ``b`` its sequence, encode and submit it; a batch that encodes too large is split."""
         while len(state.in_flight) >= self._max_in_flight:
             self._complete(state.in_flight[0], self._timeout_s)
-        if self._producer_id >= 0:
+        self._encode(b, state)
+        if len(b.payload) > limit and b.cols is None and len(b.values) > 1:
+            # Only a compressed batch that grew past the headroom gets here: halve it (Kafka
+            # splits such batches too). Its sequence numbers were not used: take them back.
+            if self._producer_id >= 0:
+                state.next_sequence = b.base_sequence
+            b.payload = None
+            half = len(b.values) // 2
+            b.parts = [(0, b.slice(0, half)), (half, b.slice(half, len(b.values)))]
+            for _, part in b.parts:
+                self._send(part, state, limit)
+            return
+        self._submit(b)
+        if self._acks == 0:
+            b.done = True
+        else:
+            state.in_flight.append(b)
+
+    def _encode(self, b: _Batch, state: _PartitionState) -> None:
+        """(Re)build the batch bytes with the partition's current producer id, epoch and next sequence."""
+        if state.producer_id >= 0:
             b.base_sequence = state.next_sequence
             state.next_sequence = (state.next_sequence + len(b)) & 0x7FFFFFFF
         ts = b.timestamps
@@ -424,14 +615,9 @@ class Producer:
         b.payload = build_batch(
             values, keys, headers=headers,
             timestamps=ts[0] if min(ts) == max(ts) else ts,
-            compression=self._compression, producer_id=self._producer_id,
-            producer_epoch=0 if self._producer_id >= 0 else -1, base_sequence=b.base_sequence,
+            compression=self._compression, producer_id=state.producer_id,
+            producer_epoch=state.epoch if state.producer_id >= 0 else -1, base_sequence=b.base_sequence,
         )
-        self._submit(b)
-        if self._acks == 0:
-            b.done = True
-        else:
-            state.in_flight.append(b)
 
     def _submit(self, b: _Batch) -> None:
         actor = self._client.partition_actor(b.topic, b.partition)
@@ -446,6 +632,10 @@ class Producer:
             tp = (b.topic, b.partition)
             if self._open.get(tp) is b:
                 self._ship(tp)  # waiting on a record whose batch still lingers: send it now
+            if b.parts is not None:
+                for _, part in b.parts:
+                    self._complete(part, timeout)
+                return
             state = self._partitions[tp]
             while not b.done and state.in_flight:
                 head = state.in_flight[0]
@@ -466,6 +656,51 @@ class Producer:
                 head.payload = None
                 head.done = True
                 state.in_flight.popleft()
+                if head.error is None:
+                    state.acked = True
+                else:
+                    self._note_error(head.error)
+                    if isinstance(head.error, RecordTooLargeError):
+                        self._topic_limit(head.topic, refresh=True)  # the topic's limit may have shrunk
+                    if state.producer_id >= 0:
+                        self._recover_sequence(state, head)
+
+    def _recover_sequence(self, state: _PartitionState, failed: _Batch) -> None:
+        """KIP-360: after a batch failed for good, make the partition's next sequence acceptable again.
+
+        Only for errors the broker raises before writing anything (validation,
+        sequence or epoch checks); after any other error the batch's fate is
+        unknown and the sequence stays as it is. A rejected batch with nothing
+        sent after it hands its sequence to the next batch. Batches already sent
+        after it would wait at the broker for the missing one and then fail:
+        instead the partition moves to a new epoch, whose first batch starts at
+        sequence 0, and they are resent under it at once (their old copies are
+        fenced by the new epoch). The same bump follows a sequence or epoch
+        error, where the broker's view differs from ours. If the broker has never
+        acknowledged this producer on the partition, old copies may still be
+        written (it accepts an unknown producer after its wait), so in-flight
+        batches are then left to finish rather than risk writing them twice.
+        """
+        error = failed.error
+        sequence_error = type(error).__name__ in ("OutOfOrderSequenceError", "InvalidProducerEpochError")
+        if not (sequence_error or isinstance(error, _REJECTED)):
+            return
+        if not state.in_flight and not sequence_error:
+            state.next_sequence = failed.base_sequence
+            return
+        if state.in_flight and not state.acked:
+            return
+        state.epoch += 1
+        if state.epoch > MAX_EPOCH:  # epochs exhausted: a fresh producer id for this partition
+            state.producer_id = get(self._client.router.allocate_producer_id.remote())
+            state.epoch = 0
+        state.next_sequence = 0
+        log.info("%s-%d: batch at sequence %d failed (%s); %d later batches go out again under epoch %d",
+                 failed.topic, failed.partition, failed.base_sequence, error, len(state.in_flight), state.epoch)
+        for b in state.in_flight:
+            self._encode(b, state)
+            b.attempts = 0
+            self._submit(b)
 
     def _resend_from(self, state: _PartitionState, error: BaseException) -> None:
         head = state.in_flight[0]
@@ -474,6 +709,7 @@ class Producer:
                 f"append to {head.topic}-{head.partition} failed after {head.attempts} attempts: {error}")
             head.done = True
             state.in_flight.popleft()
+            self._note_error(head.error)
             return
         log.warning("resending %d batches to %s-%d after: %r", len(state.in_flight), head.topic, head.partition, error)
         time.sleep(min(0.05 * head.attempts, 1.0))
@@ -491,17 +727,18 @@ class Producer:
                         self._ship(tp)
 
     def flush(self, timeout: float | None = None) -> None:
-        """Send every open batch and wait until all are acknowledged; raises the first failure."""
+        """Send every open batch and wait until all are acknowledged.
+
+        Raises the first failure that no record future has raised yet (so an
+        app that only flushes still learns of it); every other record is delivered.
+        """
         with self._lock:
             for tp in list(self._open):
                 self._ship(tp)
-            errors = []
             for state in self._partitions.values():
                 while state.in_flight:
-                    b = state.in_flight[-1]
-                    self._complete(b, timeout if timeout is not None else self._timeout_s)
-                    if b.error is not None:
-                        errors.append(b.error)
+                    self._complete(state.in_flight[-1], timeout if timeout is not None else self._timeout_s)
+            errors, self._errors = self._errors, []
             if errors:
                 raise errors[0]
 

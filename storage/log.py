@@ -3,7 +3,9 @@
 A partition folder holds segment files (see :mod:`.segment`) plus three small
 files: the recovery point (offset fsynced to), the log start offset (moved by
 retention and DeleteRecords) and a clean-shutdown marker written by
-``close()``. Batches are stored exactly as received, with only the
+``close()``; and idempotent-producer snapshots written at each roll and at
+``close()`` (see :mod:`.producer_snapshot`), so opening reads only the batch
+headers after the newest one. Batches are stored exactly as received, with only the
 broker-owned header fields patched, so fetches can ``sendfile`` them.
 
 Locking: one re-entrant lock guards all state and every file access except
@@ -32,7 +34,7 @@ from bisect import bisect_right
 from typing import Callable, NamedTuple
 
 from . import compaction as _compaction
-from .batch_header import TIMESTAMP_TYPE_BIT, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch
+from .batch_header import HEADER, HEADER_SIZE, TIMESTAMP_TYPE_BIT, BatchHeader, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch
 from .config import TopicConfig
 from .errors import (
     CorruptRecordError,
@@ -45,6 +47,8 @@ from .errors import (
     UnsupportedCompressionError,
 )
 from .index import MAX_RELATIVE_OFFSET
+from .producer_snapshot import ProducerStateLoad, delete_snapshots, load_producer_state, write_snapshot
+from .producer_state import DEFAULT_EXPIRATION_MS, ProducerStateTable
 from .recovery import (
     CLEAN_SHUTDOWN_FILE,
     LOG_START_FILE,
@@ -62,6 +66,7 @@ from .sync import fdatasync, free_bytes, fsync_dir, is_no_space
 log = logging.getLogger(__name__)
 
 MAX_COMPRESSION_CODEC = 4  # none, gzip, snappy, lz4, zstd
+REPLAY_WINDOW = 1 << 20  # read size when replaying batch headers after a producer snapshot
 
 # ListOffsets special timestamps, accepted by offset_for_timestamp for convenience.
 LATEST_TIMESTAMP = -1
@@ -193,6 +198,7 @@ class PartitionLog:
         *,
         clock: Callable[[], int] | None = None,
         verify: str = "normal",
+        producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS,
     ):
         if verify not in ("normal", "full"):
             raise ValueError(f"verify must be 'normal' or 'full', not {verify!r}")
@@ -245,6 +251,15 @@ class PartitionLog:
                 self.name, report.duration_s, report.bytes_scanned, report.segments_scanned,
                 report.truncated_bytes, len(report.corrupt),
             )
+        self._producer_id_expiration_ms = producer_id_expiration_ms
+        self._replay_bytes = 0
+        self.producer_state: ProducerStateTable
+        self.producer_state, self.producer_load = load_producer_state(
+            self.directory, log_end=self._log_end, fallback_from=self._segments[-1].base_offset,
+            replay=self._replay_headers, now_ms=now, expiration_ms=producer_id_expiration_ms,
+            log_append_time=self._config.log_append_time,
+        )
+        self.producer_load: ProducerStateLoad
         if clean:
             # From now on a crash must be detected: the marker goes, durably.
             os.remove(marker)
@@ -318,6 +333,10 @@ class PartitionLog:
                 corrupt_batches=sum(len(s.corrupt) for s in self._segments),
                 recovery_seconds=self.recovery_report.duration_s,
                 cleaner_checkpoint=self._cleaner_checkpoint.clean_offset,
+                producers=len(self.producer_state),
+                producer_snapshot_offset=-1 if self.producer_load.snapshot_offset is None else self.producer_load.snapshot_offset,
+                producer_batches_replayed=self.producer_load.batches_replayed,
+                producer_replay_bytes=self._replay_bytes,
             )
             return out
 
@@ -431,6 +450,9 @@ class PartitionLog:
                 log.warning("partition log %s: appends succeed again (%d bytes free)", self.name,
                             free_bytes(self.directory))
             self._log_end = offset
+            for (_, h), (_, base, _, _, _) in zip(headers, batches):
+                if h.producer_id >= 0:
+                    self.producer_state.record(h, base, now if lat else -1, now)
             st = self._stats
             st["appends"] += 1
             st["appended_bytes"] += total
@@ -476,6 +498,12 @@ class PartitionLog:
         self._dir_dirty = True  # the new names reach the disk with the next flush, before the recovery point moves
         self._segments.append(new)
         self._bases.append(new.base_offset)
+        # Producer state as of the new segment's start: a restart replays only what follows.
+        # It is derived data: if it cannot be written, opening falls back to an older one.
+        try:
+            write_snapshot(self.directory, new.base_offset, self.producer_state, durable=False)
+        except OSError as e:
+            log.warning("%s: producer snapshot at offset %d not written: %s", self.name, new.base_offset, e)
         self._stats["rolls"] += 1
         log.debug("%s rolled a new segment at offset %d", self.name, new.base_offset)
         return new
@@ -771,6 +799,34 @@ class PartitionLog:
                 return r.offset, r.timestamp
         return None
 
+    # ------------------------------------------------------------ producer state
+    def expire_producers(self, now_ms: int | None = None) -> int:
+        """Forget producers idle for ``producer.id.expiration.ms``; returns how many."""
+        with self._lock:
+            now = self._clock() if now_ms is None else now_ms
+            return len(self.producer_state.expire(now, self._producer_id_expiration_ms))
+
+    def _replay_headers(self, offset: int):
+        """``(header, from a cleaned segment)`` of each batch from ``offset`` on, reading headers only."""
+        for seg in list(self._segments):
+            if seg.next_offset <= offset or seg.size == 0:
+                continue
+            window, wstart = b"", 0
+            try:
+                for ref, kind, _ in seg.batches_from(max(offset, seg.base_offset)):
+                    if kind is not None or ref.base_offset < offset:
+                        continue  # an unreadable batch has no header to trust
+                    rel = ref.position - wstart
+                    if rel < 0 or rel + HEADER_SIZE > len(window):
+                        # big batches: just the header; small ones: a window covering many
+                        length = HEADER_SIZE if ref.size >= REPLAY_WINDOW // 16 else REPLAY_WINDOW
+                        window = seg.pread(ref.position, max(HEADER_SIZE, min(length, seg.size - ref.position)))
+                        wstart, rel = ref.position, 0
+                        self._replay_bytes += len(window)
+                    yield BatchHeader(*HEADER.unpack_from(window, rel)), seg.compacted
+            except CorruptRecordError as e:
+                log.warning("%s: producer state replay stopped in %s: %s", self.name, seg.path, e)
+
     # ---------------------------------------------------------------- retention
     def apply_retention(self, now_ms: int | None = None) -> int:
         """Delete whole closed segments past retention.ms / retention.bytes; returns how many."""
@@ -805,6 +861,7 @@ class PartitionLog:
             if target > self._log_start:
                 self._log_start = target
                 write_checkpoint(self._path(LOG_START_FILE), target, durable=True)
+                delete_snapshots(self.directory, below=target, keep_newest=True)
                 now = self._clock()
                 count = 0
                 while count < len(self._segments) - 1 and self._segments[count + 1].base_offset <= target:
@@ -829,6 +886,7 @@ class PartitionLog:
         # slices handed out earlier still find them; a restart removes them anyway.
         self._pending_deletes.extend((due, seg) for seg in dropped)
         self._stats["segments_deleted"] += count
+        delete_snapshots(self.directory, below=self._log_start, keep_newest=True)
         log.info("%s deleted %d segments; log start offset now %d", self.name, count, self._log_start)
 
     # --------------------------------------------------------------- compaction
@@ -1023,6 +1081,7 @@ class PartitionLog:
                         seg.sync_indexes()
                 write_checkpoint(self._path(RECOVERY_POINT_FILE), self._log_end, durable=True)
                 write_checkpoint(self._path(LOG_START_FILE), self._log_start, durable=True)
+                write_snapshot(self.directory, self._log_end, self.producer_state, durable=True)
                 self._purge(None)
             except (OSError, KafkaStorageError) as e:
                 err = e if isinstance(e, KafkaStorageError) else self._go_offline("close", e)

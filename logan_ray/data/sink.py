@@ -2,10 +2,14 @@
 
 Each write task partitions a block's rows with the producer's murmur2 rule
 (vectorised over the key column), builds whole v2 batches per partition and
-sends each partition's batches in one ``append`` call, so a block costs one
-actor call per partition it touches. Batches carry an idempotent producer id
-and sequence, so a resend after a partition actor restart is deduplicated by
-the actor instead of written twice.
+sends them in ``append`` calls of at most five batches, so a block costs one
+actor call per partition it touches and five batches. Batches carry an
+idempotent producer id and sequence, so a resend after a partition actor
+restart is deduplicated by the actor instead of written twice: the broker
+remembers a producer's last five batches (Kafka's duplicate window), which is
+why no append carries more, and why a partition's appends go one at a time.
+A batch never exceeds min(``batch_bytes``, the topic's ``max.message.bytes``)
+with its framing; a record that cannot fit fails the write with RecordTooLargeError.
 """
 from __future__ import annotations
 
@@ -21,13 +25,18 @@ from ray.data.block import BlockAccessor
 from ray.data.datasource import Datasink
 
 from logan_ray._ray import get
-from logan_ray.storage.compression import codec_id
+from logan_ray.errors import RecordTooLargeError
+from logan_ray.producer import COMPRESSION_HEADROOM, DEFAULT_MAX_MESSAGE_BYTES, HEADER_OVERHEAD, RECORD_OVERHEAD
+from logan_ray.storage.batch_header import HEADER_SIZE
+from logan_ray.storage.compression import NONE, codec_id
+from logan_ray.storage.producer_state import RETAINED_BATCHES
 from logan_ray.storage.records import build_batch
 
 from .murmur import partitions_for_keys
 from .values import encode_column
 
-BATCH_BYTES = 512 << 10  # record bytes per batch; below Kafka's default max.message.bytes (1 MB)
+BATCH_BYTES = 512 << 10  # bytes per batch at most; the topic's max.message.bytes may lower it
+APPEND_BATCHES = RETAINED_BATCHES  # batches per append call: what the broker's duplicate window covers
 RETRIES = 10
 _RETRIABLE = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
 
@@ -38,7 +47,7 @@ class TopicDatasink(Datasink):
     def __init__(self, topic: str, actors: Sequence[Any], router: Any, *, key: str | None, value: Any,
                  partition: str | None, timestamp: str | None, headers: str | None,
                  key_format: str | None, value_format: str | None, partitioner: Partitioner | None,
-                 compression: int, batch_bytes: int) -> None:
+                 compression: int, batch_bytes: int, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
         self.topic = topic
         self.actors = list(actors)
         self.router = router
@@ -48,6 +57,7 @@ class TopicDatasink(Datasink):
         self.partitioner = partitioner
         self.compression = compression
         self.batch_bytes = batch_bytes
+        self.max_message_bytes = max_message_bytes
         self.result: dict[int, int] = {}
 
     def get_name(self) -> str:
@@ -77,7 +87,7 @@ class TopicDatasink(Datasink):
         order = np.argsort(parts, kind="stable")
         sorted_parts = parts[order]
         bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
-        pending = []
+        queues: dict[int, list[bytes]] = {}
         counts: dict[int, int] = {}
         for rows in np.split(order, bounds):
             p = int(parts[rows[0]])
@@ -86,46 +96,81 @@ class TopicDatasink(Datasink):
             k = keys.take(take).to_pylist() if keys is not None else None
             ts = timestamps[rows].tolist() if timestamps is not None else [int(time.time() * 1000)] * len(rows)
             h = [headers[i] for i in rows.tolist()] if headers is not None else None
-            payload = self._batches(v, k, ts, h, producer_id, sequences, p)
-            pending.append((p, payload, self.actors[p].append.remote(payload), 1))
+            batches = self._batches(v, k, ts, h, producer_id, sequences, p)
+            queues[p] = [b"".join(batches[i:i + APPEND_BATCHES]) for i in range(0, len(batches), APPEND_BATCHES)]
             counts[p] = len(rows)
-        while pending:
-            retry = []
-            for p, payload, ref, attempt in pending:
-                try:
-                    ray.get(ref)
-                except _RETRIABLE:
-                    if attempt > RETRIES:
-                        raise
-                    time.sleep(min(0.05 * attempt, 1.0))
-                    retry.append((p, payload, self.actors[p].append.remote(payload), attempt + 1))
-                except ray.exceptions.RayTaskError as e:
-                    cause = getattr(e, "cause", None)
-                    raise (cause if isinstance(cause, Exception) else e) from None
-            pending = retry
+        # One append in flight per partition, all partitions at once: a resend after a
+        # crash then repeats at most the five batches the broker can recognise.
+        pending = {p: (q.pop(0), 1) for p, q in queues.items()}
+        refs = {p: self.actors[p].append.remote(payload) for p, (payload, _) in pending.items()}
+        while refs:
+            ready, _ = ray.wait(list(refs.values()), num_returns=1)
+            p = next(q for q, r in refs.items() if r == ready[0])
+            payload, attempt = pending[p]
+            try:
+                ray.get(ready[0])
+            except _RETRIABLE:
+                if attempt > RETRIES:
+                    raise
+                time.sleep(min(0.05 * attempt, 1.0))
+                pending[p] = (payload, attempt + 1)
+                refs[p] = self.actors[p].append.remote(payload)
+                continue
+            except ray.exceptions.RayTaskError as e:
+                cause = getattr(e, "cause", None)
+                raise (cause if isinstance(cause, Exception) else e) from None
+            if queues[p]:
+                pending[p] = (queues[p].pop(0), 1)
+                refs[p] = self.actors[p].append.remote(pending[p][0])
+            else:
+                del refs[p], pending[p]
         return counts
 
+    def _budget(self) -> int:
+        """Record-size bounds one batch may hold: min(batch_bytes, max.message.bytes) less the header."""
+        limit = min(self.batch_bytes, self.max_message_bytes)
+        if self.compression != NONE:
+            limit -= int(limit * COMPRESSION_HEADROOM) + 64
+        return max(limit - HEADER_SIZE, 1)
+
     def _batches(self, values: list, keys: list | None, ts: list[int], headers: list | None,
-                 producer_id: int, sequences: dict[int, int], partition: int) -> bytes:
-        """Whole batches of about ``batch_bytes`` record bytes each, concatenated for one append."""
+                 producer_id: int, sequences: dict[int, int], partition: int) -> list[bytes]:
+        """Whole batches of at most the budget each (upper-bound record sizes), in sequence order."""
         sizes = np.fromiter(((len(x) if x is not None else 0) for x in values), dtype=np.int64, count=len(values))
         if keys is not None:
             sizes += np.fromiter(((len(x) if x is not None else 0) for x in keys), dtype=np.int64, count=len(keys))
-        cum = np.cumsum(sizes + 16)
+        sizes += RECORD_OVERHEAD
+        if headers is not None:
+            sizes += np.fromiter((sum(HEADER_OVERHEAD + len(hk.encode() if isinstance(hk, str) else hk)
+                                      + (len(hv) if hv is not None else 0) for hk, hv in (row or ()))
+                                  for row in headers), dtype=np.int64, count=len(headers))
+        budget = self._budget()
+        cum = np.cumsum(sizes)
         cuts = [0]
         while cuts[-1] < len(values):
             base = cum[cuts[-1] - 1] if cuts[-1] else 0
-            nxt = int(np.searchsorted(cum, base + self.batch_bytes, side="right"))
-            cuts.append(max(nxt, cuts[-1] + 1))
-        out = []
-        for a, b in zip(cuts[:-1], cuts[1:]):
+            nxt = int(np.searchsorted(cum, base + budget, side="right"))
+            cuts.append(max(nxt, cuts[-1] + 1))  # a record over the budget goes alone
+        out: list[bytes] = []
+        spans = list(zip(cuts[:-1], cuts[1:]))
+        while spans:
+            a, b = spans.pop(0)
             seq = sequences.get(partition, 0)
-            out.append(build_batch(
+            batch = build_batch(
                 values[a:b], keys[a:b] if keys is not None else None,
                 headers=headers[a:b] if headers is not None else None, timestamps=ts[a:b],
-                compression=self.compression, producer_id=producer_id, producer_epoch=0, base_sequence=seq))
+                compression=self.compression, producer_id=producer_id, producer_epoch=0, base_sequence=seq)
+            if len(batch) > self.max_message_bytes:
+                if b - a == 1:
+                    raise RecordTooLargeError(
+                        f"a record makes a batch of {len(batch)} bytes, over max.message.bytes="
+                        f"{self.max_message_bytes} of topic {self.topic!r}")
+                mid = (a + b) // 2  # a compressed batch that grew: halve it
+                spans[:0] = [(a, mid), (mid, b)]
+                continue
+            out.append(batch)
             sequences[partition] = (seq + (b - a)) & 0x7FFFFFFF
-        return b"".join(out)
+        return out
 
     # ------------------------------------------------------------- columns
     def _values(self, table: pa.Table) -> pa.Array:
@@ -243,9 +288,10 @@ def write_topic(
         if c not in names:
             raise ValueError(f"column {c!r} not in the dataset's columns {names}")
     routes = client.partitions(topic, auto_create=auto_create, refresh=True)
+    max_message_bytes = int(client.topic_config(topic).get("max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES))
     sink = TopicDatasink(topic, [a for a, _node in routes], client.router, key=key, value=value,
                          partition=partition, timestamp=timestamp, headers=headers, key_format=key_format,
                          value_format=value_format, partitioner=partitioner, compression=codec_id(compression),
-                         batch_bytes=batch_bytes)
+                         batch_bytes=batch_bytes, max_message_bytes=max_message_bytes)
     ds.write_datasink(sink)
     return sink.result
