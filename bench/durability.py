@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 
 from bench.kafka import LoganRay  # noqa: E402
 from bench.machine import describe  # noqa: E402
+from bench.needs import need  # noqa: E402
 from logan_ray.protocol import decode_response, encode_request  # noqa: E402
 from logan_ray.storage.records import build_batch  # noqa: E402
 
@@ -96,6 +97,7 @@ async def _run(port: int, acks: int, producers: int, seconds: float, records: in
 
 
 def main() -> None:
+    need("logan_ray")
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=5.0, help="per measurement")
     ap.add_argument("--producers", default="1,8,64", help="comma-separated concurrent producer counts")

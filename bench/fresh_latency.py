@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from bench.kafka import LoganRay, create_topic  # noqa: E402
 from bench.machine import describe  # noqa: E402
+from bench.needs import need  # noqa: E402
 
 
 def fresh_group_latency(bootstrap: str, seconds: float) -> dict[str, float]:
@@ -84,6 +85,7 @@ def fresh_group_latency(bootstrap: str, seconds: float) -> dict[str, float]:
 
 
 def main() -> int:
+    need("logan_ray", "confluent_kafka")
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--rounds", type=int, default=3)
