@@ -49,18 +49,17 @@ def fsync_fd(fd: int, path: str) -> None:
 
 def fsync_path(path: str) -> None:
     """fsync a file by name (indexes, checkpoints)."""
-    _check("file", path)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _fsync_by_name("file", path)
 
 
 def fsync_dir(directory: str) -> None:
     """fsync a folder so the names created, renamed or removed in it survive a power loss."""
-    _check("dir", directory)
-    fd = os.open(directory, os.O_RDONLY)
+    _fsync_by_name("dir", directory)
+
+
+def _fsync_by_name(kind: str, path: str) -> None:
+    _check(kind, path)
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
