@@ -9,8 +9,10 @@ recovery.
 """
 from __future__ import annotations
 
+import logging
 import os
 import signal
+import time
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -21,6 +23,11 @@ from . import client as _client
 from . import runtime_file
 from ._ray import get
 from .errors import LoganError
+
+
+log = logging.getLogger("logan_ray.broker")
+
+GATEWAY_SYNC_S = 2.0  # how often the broker looks for nodes that joined (or left) the Ray cluster
 
 
 class AlreadyRunningError(LoganError):
@@ -34,7 +41,8 @@ class BrokerOptions:
     auto_create_topics: bool = True
     num_partitions: int = 1
     # Kafka gateway: one per Ray node, listening on host:port, advertised to clients as
-    # advertised_host:advertised_port (defaults: the bound address).
+    # advertised_host:advertised_port (defaults: the bound address). host "node-ip": each
+    # node's own Ray address (multi-host clusters); nodes that join later get one too.
     gateway: bool = True
     host: str = "127.0.0.1"
     port: int = 9092
@@ -80,10 +88,7 @@ class Broker:
             from .gateway import start_gateways
 
             self.gateways = start_gateways(o.host, o.port, o.advertised_host, o.advertised_port)
-            here = ray.get_runtime_context().get_node_id()
-            ordered = [self.gateways[here]] if here in self.gateways else []
-            ordered += [ep for node, ep in sorted(self.gateways.items()) if node != here]
-            self.endpoints["kafka"] = ",".join(ordered)
+            self.endpoints["kafka"] = self._kafka_endpoints()
         from .http import parse_http_setting
 
         http = parse_http_setting(o.http)
@@ -94,6 +99,31 @@ class Broker:
             self.endpoints["http"] = start_http(http)
         runtime_file.publish(self.endpoints)
         return self.endpoints
+
+    def _kafka_endpoints(self) -> str:
+        """bootstrap.servers for the runtime file: this node's gateway first."""
+        here = ray.get_runtime_context().get_node_id()
+        ordered = [self.gateways[here]] if here in self.gateways else []
+        ordered += [ep for node, ep in sorted(self.gateways.items()) if node != here]
+        return ",".join(ordered)
+
+    def sync_gateways(self) -> None:
+        """Start the gateways of nodes that joined, drop those of nodes that left (and say so in the
+        runtime file). Failures are logged and retried at the next round."""
+        if not self.options.gateway or not self.gateways:
+            return
+        from .gateway import sync_gateways
+
+        o = self.options
+        try:
+            gateways = sync_gateways(self.gateways, o.host, o.port, o.advertised_host, o.advertised_port, timeout=60)
+        except Exception as e:
+            log.warning("logan-ray: could not give every node a gateway yet: %s", e)
+            return
+        if gateways != self.gateways:
+            self.gateways = gateways
+            self.endpoints["kafka"] = self._kafka_endpoints()
+            runtime_file.publish(self.endpoints)
 
     def stop(self) -> None:
         try:
@@ -133,8 +163,11 @@ def run_foreground(options: BrokerOptions, on_ready: Callable[[dict[str, Any]], 
         previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
         if on_ready is not None:
             on_ready(endpoints)
+        synced = time.monotonic()
         while not stop.wait(1.0):
-            pass
+            if time.monotonic() - synced >= GATEWAY_SYNC_S:
+                broker.sync_gateways()  # a node that joined gets its gateway
+                synced = time.monotonic()
     finally:
         broker.stop()
         for s, h in previous.items():

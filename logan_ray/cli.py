@@ -370,7 +370,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--foreground", action="store_true", help="stay up until Ctrl-C or SIGTERM")
     s.add_argument("--num-partitions", type=int, default=1, help="partitions of auto-created topics")
     s.add_argument("--no-auto-create-topics", action="store_true")
-    s.add_argument("--host", default="127.0.0.1", help="Kafka gateway listen address (default 127.0.0.1)")
+    s.add_argument("--host", default="127.0.0.1",
+                   help="Kafka gateway listen address on every node (default 127.0.0.1); node-ip: each node's own "
+                        "Ray address (multi-host clusters), 0.0.0.0: all of its interfaces")
     s.add_argument("--port", type=int, default=9092, help="Kafka gateway port on every node (default 9092)")
     s.add_argument("--advertised-host", default=None, help="host clients are told to connect to")
     s.add_argument("--advertised-port", type=int, default=None, help="port clients are told to connect to")
