@@ -34,7 +34,7 @@ from bisect import bisect_right
 from typing import Callable, NamedTuple
 
 from . import compaction as _compaction
-from .batch_header import HEADER, HEADER_SIZE, TIMESTAMP_TYPE_BIT, BatchHeader, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch
+from .batch_header import TIMESTAMP_TYPE_BIT, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch
 from .config import TopicConfig
 from .errors import (
     CorruptRecordError,
@@ -46,6 +46,7 @@ from .errors import (
     RecordTooLargeError,
     UnsupportedCompressionError,
 )
+from .file_batches import FileBatches
 from .index import MAX_RELATIVE_OFFSET
 from .producer_snapshot import ProducerStateLoad, delete_snapshots, load_producer_state, write_snapshot
 from .producer_state import DEFAULT_EXPIRATION_MS, ProducerStateTable
@@ -66,7 +67,6 @@ from .sync import fdatasync, free_bytes, fsync_dir, is_no_space
 log = logging.getLogger(__name__)
 
 MAX_COMPRESSION_CODEC = 4  # none, gzip, snappy, lz4, zstd
-REPLAY_WINDOW = 1 << 20  # read size when replaying batch headers after a producer snapshot
 
 # ListOffsets special timestamps, accepted by offset_for_timestamp for convenience.
 LATEST_TIMESTAMP = -1
@@ -811,21 +811,17 @@ class PartitionLog:
         for seg in list(self._segments):
             if seg.next_offset <= offset or seg.size == 0:
                 continue
-            window, wstart = b"", 0
+            reader = FileBatches(seg.fd, seg.size)
             try:
-                for ref, kind, _ in seg.batches_from(max(offset, seg.base_offset)):
+                position, base = seg.find(max(offset, seg.base_offset))
+                for ref, kind, _ in seg.walk(position, expected=base, reader=reader):
                     if kind is not None or ref.base_offset < offset:
                         continue  # an unreadable batch has no header to trust
-                    rel = ref.position - wstart
-                    if rel < 0 or rel + HEADER_SIZE > len(window):
-                        # big batches: just the header; small ones: a window covering many
-                        length = HEADER_SIZE if ref.size >= REPLAY_WINDOW // 16 else REPLAY_WINDOW
-                        window = seg.pread(ref.position, max(HEADER_SIZE, min(length, seg.size - ref.position)))
-                        wstart, rel = ref.position, 0
-                        self._replay_bytes += len(window)
-                    yield BatchHeader(*HEADER.unpack_from(window, rel)), seg.compacted
+                    yield ref.header, seg.compacted
             except CorruptRecordError as e:
                 log.warning("%s: producer state replay stopped in %s: %s", self.name, seg.path, e)
+            finally:
+                self._replay_bytes += reader.bytes_read
 
     # ---------------------------------------------------------------- retention
     def apply_retention(self, now_ms: int | None = None) -> int:

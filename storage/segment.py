@@ -21,10 +21,9 @@ import os
 from bisect import bisect_right
 from typing import Iterator, NamedTuple
 
-import crc32c as _crc32c
-
-from .batch_header import CONTROL_BIT, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, validate_batch
-from .errors import CorruptRecordError, InvalidRecordError
+from .batch_header import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, crc_matches, framing_error, header_at, parse_header
+from .errors import CorruptRecordError
+from .file_batches import HEADER_WINDOW, SCAN_CHUNK, FileBatches
 from .index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
 from .sync import fsync_path
 
@@ -34,9 +33,6 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
 
-SCAN_CHUNK = 8 << 20  # recovery / verification read size
-HEADER_WINDOW = 16 << 10  # header-only walks (lookups) read this much at a time
-_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _UNACKED = 1 << 63  # "every offset is acknowledged"
 
 
@@ -92,7 +88,11 @@ class CorruptBatch(NamedTuple):
 
 
 class BatchRef(NamedTuple):
-    """Header facts of one batch in a segment, as a walk yields them."""
+    """Header facts of one batch in a segment, as a walk yields them.
+
+    Offsets are where the batch belongs in the log (for a damaged batch: where
+    it should start); ``header`` is the batch's own header, None when unreadable.
+    """
 
     position: int
     base_offset: int
@@ -100,6 +100,7 @@ class BatchRef(NamedTuple):
     max_timestamp: int
     size: int
     attributes: int
+    header: BatchHeader | None
 
 
 class ScanOutcome:
@@ -170,15 +171,6 @@ class _Ranges:
 
     def covered(self) -> int:
         return sum(e - s for s, e in zip(self._starts, self._ends))
-
-
-def _batch_problem(buf: bytearray | memoryview, rel: int, size: int) -> str:
-    """Human-readable reason a batch failed the fast checks (slow path only)."""
-    try:
-        validate_batch(buf, rel, end=rel + size)
-    except (CorruptRecordError, InvalidRecordError) as e:
-        return str(e)
-    return "record batch failed validation"
 
 
 class Segment:
@@ -344,6 +336,7 @@ class Segment:
         expected: int | None = None,
         check_crc: bool = False,
         window: int = HEADER_WINDOW,
+        reader: FileBatches | None = None,
     ) -> Iterator[tuple[BatchRef, str | None, str | None]]:
         """Yield ``(batch, problem kind, reason)`` for consecutive batches from ``start``.
 
@@ -353,77 +346,50 @@ class Segment:
         offset, which lies outside the CRC, breaks the offset sequence) and
         ``"hole"`` (a known unreadable region, skipped). ``expected`` is the base
         offset the first batch must have; continuity is checked from there.
+        ``reader`` reads the file (one is made with ``window`` if not given).
         """
         end = self.size if end is None else end
-        fd = self.fd
-        buf = bytearray(max(window, HEADER_SIZE))
-        mv = memoryview(buf)
-        cstart = start
-        clen = 0
-        pos = start
-        unpack = HEADER.unpack_from
-        crc = _crc32c.crc32c
+        reader = FileBatches(self.fd, end, window) if reader is None else reader
         holes = self.holes
+        gaps_ok = self.compacted
+        pos = start
         while pos < end:
             hole = holes.get(pos)
             if hole is not None:
                 resume_pos, resume_offset = hole
-                yield BatchRef(pos, expected if expected is not None else -1, resume_offset - 1, -1, resume_pos - pos, 0), "hole", "unreadable region"
+                yield BatchRef(pos, expected if expected is not None else -1, resume_offset - 1, -1, resume_pos - pos, 0, None), "hole", "unreadable region"
                 pos, expected = resume_pos, resume_offset
                 continue
-            rel = pos - cstart
-            if rel < 0 or rel + HEADER_SIZE > clen:
-                clen = os.preadv(fd, [mv[: min(len(buf), end - pos)]], pos)
-                cstart, rel = pos, 0
-                if clen < HEADER_SIZE:
-                    ref = BatchRef(pos, expected if expected is not None else -1, -1, -1, end - pos, 0)
-                    yield ref, "framing", f"torn batch: {end - pos} bytes at the end, a header needs {HEADER_SIZE}"
-                    return
-            base, blen, _epoch, magic, stored_crc, attrs, lod, _bts, max_ts, _pid, _pep, _seq, count = unpack(buf, rel)
-            size = blen + LOG_OVERHEAD
-            if magic != MAGIC or blen < _MIN_BATCH_LENGTH or size > end - pos:
-                if magic != MAGIC:
-                    reason = f"bad magic {magic}"
-                elif blen < _MIN_BATCH_LENGTH:
-                    reason = f"batch length {blen} is smaller than a header"
-                else:
-                    reason = f"torn batch: length field says {size} bytes, only {end - pos} present"
-                ref = BatchRef(pos, expected if expected is not None else base, -1, -1, end - pos, attrs)
-                yield ref, "framing", reason
-                return
-            kind = reason = None
-            if check_crc:
-                if rel + size > clen:
-                    if size > len(buf):
-                        buf = bytearray(size)
-                        mv = memoryview(buf)
-                    clen = os.preadv(fd, [mv[: min(len(buf), end - pos)]], pos)
-                    cstart, rel = pos, 0
-                    if clen < size:
-                        ref = BatchRef(pos, expected if expected is not None else base, -1, -1, end - pos, attrs)
+            for pos, h in reader.walk(pos, end, holes):
+                base, lod = h.base_offset, h.last_offset_delta
+                size = h.batch_length + LOG_OVERHEAD
+                kind = reason = None
+                if check_crc and not reader.sound(pos, h):
+                    if reader.batch(pos, size) is None:
+                        ref = BatchRef(pos, expected if expected is not None else base, -1, -1, end - pos, h.attributes, None)
                         yield ref, "framing", f"file ends inside a batch of {size} bytes"
                         return
-                if (
-                    crc(mv[rel + 21 : rel + size]) != stored_crc
-                    or count < 0
-                    or lod < 0
-                    or count > lod + 1
-                    or (count == 0 and lod == 0 and not attrs & CONTROL_BIT)
-                ):
-                    kind, reason = "crc", _batch_problem(mv, rel, size)
-            if kind is None and expected is not None and (base < expected if self.compacted else base != expected):
-                kind, reason = "offset", f"batch base offset {base} where {expected} was expected"
-            if kind is None:
-                yield BatchRef(pos, base, base + lod, max_ts, size, attrs), None, None
-                expected = base + lod + 1
-            elif kind == "offset":
-                yield BatchRef(pos, expected, expected + lod, max_ts, size, attrs), kind, reason
-                expected = expected + lod + 1  # lod is CRC-protected, the stored base is not
-            else:
-                start_offset = expected if expected is not None else base
-                yield BatchRef(pos, start_offset, start_offset + max(lod, 0), max_ts, size, attrs), kind, reason
-                expected = None  # lod may be damaged too: accept the next batch's base
-            pos += size
+                    kind, reason = "crc", str(reader.damage(pos, h))
+                if kind is None and expected is not None and (base < expected if gaps_ok else base != expected):
+                    kind, reason = "offset", f"batch base offset {base} where {expected} was expected"
+                if kind is None:
+                    yield BatchRef(pos, base, base + lod, h.max_timestamp, size, h.attributes, h), None, None
+                    expected = base + lod + 1
+                elif kind == "offset":
+                    yield BatchRef(pos, expected, expected + lod, h.max_timestamp, size, h.attributes, h), kind, reason
+                    expected = expected + lod + 1  # lod is CRC-protected, the stored base is not
+                else:
+                    first = expected if expected is not None else base
+                    yield BatchRef(pos, first, first + max(lod, 0), h.max_timestamp, size, h.attributes, h), kind, reason
+                    expected = None  # lod may be damaged too: accept the next batch's base
+            pos = reader.stop_position
+            if reader.problem is not None:
+                bad = reader.bad
+                base = bad.base_offset if bad is not None else -1
+                ref = BatchRef(pos, expected if expected is not None else base, -1, -1, end - pos,
+                               bad.attributes if bad is not None else 0, None)
+                yield ref, "framing", str(reader.problem)
+                return
 
     def find(self, offset: int) -> tuple[int, int]:
         """(position, base offset) of the batch holding ``offset``: index lookup, then a short header walk.
@@ -608,60 +574,33 @@ class Segment:
         ``(position, expected offset)`` there; :meth:`scan` then lets the
         careful walker say what is wrong.
         """
-        fd = self.fd
-        buf = bytearray(SCAN_CHUNK)
-        mv = memoryview(buf)
-        unpack = HEADER.unpack_from
-        crc = _crc32c.crc32c
+        reader = FileBatches(self.fd, end, SCAN_CHUNK)
         index_append = out.index.append
         time_append = out.timeindex.maybe_append
         interval = self.index_interval
         since, max_ts, off_max = state
         gaps_ok = self.compacted  # cleaned segments: base offsets only have to increase
         batches = 0
-        cstart, clen = position, 0
         try:
-            while position < end:
-                rel = position - cstart
-                if rel + HEADER_SIZE > clen:
-                    clen = os.preadv(fd, [mv[: min(len(buf), end - position)]], position)
-                    cstart, rel = position, 0
-                    if clen < HEADER_SIZE:
-                        break
-                base, blen, _e, magic, stored_crc, attrs, lod, _b, max_ts_b, _p, _pe, _s, count = unpack(buf, rel)
-                size = blen + LOG_OVERHEAD
-                if (
-                    magic != MAGIC
-                    or blen < _MIN_BATCH_LENGTH
-                    or size > end - position
-                    or (expected >= 0 and (base < expected if gaps_ok else base != expected))
-                ):
+            for position, h in reader.walk(position, end):
+                base = h.base_offset
+                if expected >= 0 and (base < expected if gaps_ok else base != expected):
                     break
-                if check_crc:
-                    if rel + size > clen:
-                        if size > len(buf):
-                            buf = bytearray(size)
-                            mv = memoryview(buf)
-                        clen = os.preadv(fd, [mv[: min(len(buf), end - position)]], position)
-                        cstart, rel = position, 0
-                        if clen < size:
-                            break
-                    if crc(mv[rel + 21 : rel + size]) != stored_crc:
-                        break
-                    if count < 0 or lod < 0 or count > lod + 1 or (count == 0 and lod == 0 and not attrs & CONTROL_BIT):
-                        break
-                if max_ts_b > max_ts:
-                    max_ts, off_max = max_ts_b, base
+                if check_crc and not reader.sound(position, h):
+                    break
+                if h.max_timestamp > max_ts:
+                    max_ts, off_max = h.max_timestamp, base
                 if since > interval:
                     index_append(base, position)
                     time_append(max_ts, off_max)
                     since = 0
+                size = h.batch_length + LOG_OVERHEAD
                 since += size
-                expected = base + lod + 1
+                expected = base + h.last_offset_delta + 1
                 position += size
                 batches += 1
         finally:
-            mv.release()
+            reader.close()
         state[:] = [since, max_ts, off_max]
         if batches:
             out.batches += batches
@@ -679,7 +618,6 @@ class Segment:
         fd = self.fd
         window = SCAN_CHUNK
         pos = bad_position + 1
-        crc = _crc32c.crc32c
         magic_byte = bytes([MAGIC])
         while pos < end - HEADER_SIZE + 1:
             chunk = os.pread(fd, min(window + HEADER_SIZE, end - pos), pos)
@@ -688,18 +626,17 @@ class Segment:
             i = chunk.find(magic_byte, 16)
             while i != -1 and i - 16 + HEADER_SIZE <= len(chunk):
                 cand = pos + i - 16
-                base, blen, _e, _m, stored_crc, attrs, lod, *_rest, count = HEADER.unpack_from(chunk, i - 16)
-                size = blen + LOG_OVERHEAD
+                h = header_at(chunk, i - 16)
+                lod, count = h.last_offset_delta, h.record_count
                 if (
-                    blen >= _MIN_BATCH_LENGTH
-                    and cand + size <= end
-                    and min_offset <= base < min_offset + MAX_RELATIVE_OFFSET
+                    framing_error(h, end - cand) is None
+                    and min_offset <= h.base_offset < min_offset + MAX_RELATIVE_OFFSET
                     and 0 <= lod
                     and 0 <= count <= lod + 1
                 ):
-                    data = os.pread(fd, size, cand)
-                    if len(data) == size and crc(memoryview(data)[21:]) == stored_crc:
-                        return cand, base
+                    data = os.pread(fd, h.size, cand)
+                    if len(data) == h.size and crc_matches(data, 0, h):
+                        return cand, h.base_offset
                 i = chunk.find(magic_byte, i + 1)
             pos += window
         return None
@@ -732,5 +669,5 @@ class Segment:
         if self.size < HEADER_SIZE:
             self.rolling_base_ms = None
             return
-        first_max_ts = HEADER.unpack_from(self.pread(0, HEADER_SIZE), 0)[8]
+        first_max_ts = parse_header(self.pread(0, HEADER_SIZE)).max_timestamp
         self.rolling_base_ms = first_max_ts if 0 <= first_max_ts <= now_ms else now_ms
