@@ -116,6 +116,11 @@ _unpack = HEADER.unpack_from
 _new = tuple.__new__
 
 
+def named(fields: tuple) -> BatchHeader:
+    """Name a header tuple as ``HEADER.unpack_from`` returns it (hot loops unpack the plain tuple instead)."""
+    return _new(BatchHeader, fields)
+
+
 def header_at(buf: Buffer, pos: int = 0) -> BatchHeader:
     """The header at ``pos`` without any check (the caller made sure 61 bytes are there)."""
     return _new(BatchHeader, _unpack(buf, pos))

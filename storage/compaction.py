@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, NamedTuple, Sequence
 
 from .atomic import atomic_write
-from .batch_header import CONTROL_BIT, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_BIT, BatchHeader
+from .batch_header import CONTROL_BIT, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_BIT, BatchHeader, named
 from .compression import NONE, decompress
 from .config import TopicConfig
 from .errors import CorruptRecordError
@@ -322,7 +322,8 @@ def _iter_batches(fd: int, seg: SegmentView, *, check_crc: bool = True) -> Itera
     path = seg.path
     reader = FileBatches(fd, seg.size, SCAN_CHUNK)
     expected = seg.base_offset
-    for pos, h in reader.walk(0):
+    for pos, fields in reader.walk(0):
+        h = named(fields)
         base, lod = h.base_offset, h.last_offset_delta
         if base < expected or lod < 0 or base + lod >= seg.next_offset:
             raise CorruptRecordError(f"batch offsets {base}+{lod} out of order (expected >= {expected}, "

@@ -14,7 +14,20 @@ from typing import Iterable, Iterator
 
 import crc32c as _crc32c
 
-from .batch_header import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, BatchHeader, content_error, counts_ok, framing_error
+from .batch_header import (
+    CONTROL_BIT,
+    CRC_START,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    content_error,
+    counts_ok,
+    framing_error,
+    named,
+)
 from .errors import CorruptRecordError, InvalidRecordError
 
 SCAN_CHUNK = 8 << 20  # recovery / verification / cleaning read size
@@ -22,6 +35,7 @@ HEADER_WINDOW = 16 << 10  # header-only walks (lookups) read this much at a time
 
 _unpack = HEADER.unpack_from
 _new = tuple.__new__
+_crc = _crc32c.crc32c
 
 
 class FileBatches:
@@ -77,11 +91,12 @@ class FileBatches:
     def crc_ok(self, pos: int, h: BatchHeader) -> bool:
         """The CRC32C of the well-framed batch ``h`` at ``pos`` matches (False also if the file ends early)."""
         size = h.batch_length + LOG_OVERHEAD
-        got = self.batch(pos, size)
-        if got is None:
-            return False
-        rel = got[2]
-        return _crc32c.crc32c(got[1][rel + 21 : rel + size]) == h.crc
+        rel = pos - self._start
+        if rel < 0 or rel + size > self._len:
+            if self.batch(pos, size) is None:
+                return False
+            rel = 0
+        return _crc(self._mv[rel + CRC_START : rel + size]) == h.crc
 
     def sound(self, pos: int, h: BatchHeader) -> bool:
         """CRC32C and counts of the well-framed batch ``h`` at ``pos`` hold (False also if the file ends early)."""
@@ -95,32 +110,65 @@ class FileBatches:
             return CorruptRecordError(f"file ends inside a batch of {size} bytes")
         return content_error(got[1], got[2], h)
 
-    def walk(self, pos: int, end: int | None = None, stops: dict | None = None) -> Iterator[tuple[int, BatchHeader]]:
-        """Yield ``(position, header)`` of consecutive well-framed batches from ``pos``.
+    def walk(
+        self, pos: int, end: int | None = None, stops: dict | None = None, *, check_crc: bool = False
+    ) -> Iterator[tuple[int, tuple]]:
+        """Yield ``(position, header fields)`` of consecutive well-framed batches from ``pos``.
+
+        The fields are the plain tuple ``struct`` gives, in :class:`.BatchHeader`
+        order: callers unpack it, or name it with :func:`.batch_header.named`
+        (a named tuple costs a third of the walk, so only those who keep it pay).
 
         Stops at ``end``, at a position in ``stops`` (known holes), or at the
-        first batch whose framing fails (:attr:`problem` says why); no CRC check.
+        first batch whose framing fails; with ``check_crc`` also at the first
+        whose CRC32C or counts fail (recovery's hot loop: the check is written
+        out here, as every Python call per batch costs as much as the CRC of a
+        small batch). :attr:`problem` says why it stopped early, :attr:`bad`
+        holds that batch's header and :attr:`stop_position` where it is.
         """
         end = self.end if end is None else end
         self.problem = self.bad = None
+        unpack, crc32c = _unpack, _crc
+        buf, view, start, have = self._buf, self._mv, self._start, self._len
         while pos < end:
             if stops and pos in stops:
                 break
-            rel = pos - self._start
-            if rel < 0 or rel + HEADER_SIZE > self._len:
+            rel = pos - start
+            if rel < 0 or rel + HEADER_SIZE > have:
                 if self._fill(pos) < HEADER_SIZE:
                     self.stop_position = pos
                     self.problem = CorruptRecordError(
                         f"torn batch: {end - pos} bytes at the end, a header needs {HEADER_SIZE}")
                     return
-                rel = 0
-            h = _new(BatchHeader, _unpack(self._buf, rel))
-            size = h.batch_length + LOG_OVERHEAD
-            if h.magic != MAGIC or h.batch_length < MIN_BATCH_LENGTH or size > end - pos:
+                buf, view, start, have, rel = self._buf, self._mv, pos, self._len, 0
+            h = unpack(buf, rel)
+            _base, length, _epoch, magic, crc, attributes, delta, _bts, _mts, _pid, _pep, _seq, count = h
+            size = length + LOG_OVERHEAD
+            if magic != MAGIC or length < MIN_BATCH_LENGTH or size > end - pos:
                 self.stop_position = pos
-                self.problem, self.bad = framing_error(h, end - pos), h
+                self.bad = _new(BatchHeader, h)
+                self.problem = framing_error(self.bad, end - pos)
                 return
+            if check_crc:
+                if rel + size > have:
+                    if self.batch(pos, size) is None:
+                        self.stop_position = pos
+                        self.problem = CorruptRecordError(f"file ends inside a batch of {size} bytes")
+                        self.bad = _new(BatchHeader, h)
+                        return
+                    buf, view, start, have, rel = self._buf, self._mv, pos, self._len, 0
+                if (
+                    crc32c(view[rel + CRC_START : rel + size]) != crc
+                    or delta < 0
+                    or not 0 <= count <= delta + 1
+                    or not (count > 0 or delta > 0 or attributes & CONTROL_BIT)
+                ):
+                    self.stop_position = pos
+                    self.bad = _new(BatchHeader, h)
+                    self.problem = self.damage(pos, self.bad)
+                    return
             yield pos, h
+            buf, view, start, have = self._buf, self._mv, self._start, self._len  # the caller may have read meanwhile
             pos += size
         self.stop_position = pos
 
@@ -138,14 +186,14 @@ def next_offset_after(ranges: Iterable[tuple[int, int, int]], max_batches: int) 
     count = 0
     for fd, position, length in ranges:
         reader = FileBatches(fd, position + length, min(length, 4 << 10))
-        for _, h in reader.walk(position):
+        for _, fields in reader.walk(position):
             count += 1
             if count > max_batches:
                 return None
-            last = h
+            last = fields
         if reader.problem is not None:
             return None
-    return None if last is None else last.next_offset
+    return None if last is None else named(last).next_offset
 
 
 __all__ = ["FileBatches", "SCAN_CHUNK", "HEADER_WINDOW", "next_offset_after"]

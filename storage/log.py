@@ -34,7 +34,7 @@ from bisect import bisect_right
 from typing import Callable, NamedTuple
 
 from . import compaction as _compaction
-from .batch_header import TIMESTAMP_TYPE_BIT, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch
+from .batch_header import TIMESTAMP_TYPE_BIT, named, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch
 from .config import TopicConfig
 from .errors import (
     CorruptRecordError,
@@ -817,7 +817,7 @@ class PartitionLog:
                 for ref, kind, _ in seg.walk(position, expected=base, reader=reader):
                     if kind is not None or ref.base_offset < offset:
                         continue  # an unreadable batch has no header to trust
-                    yield ref.header, seg.compacted
+                    yield named(ref.fields), seg.compacted
             except CorruptRecordError as e:
                 log.warning("%s: producer state replay stopped in %s: %s", self.name, seg.path, e)
             finally:

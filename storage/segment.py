@@ -21,7 +21,7 @@ import os
 from bisect import bisect_right
 from typing import Iterator, NamedTuple
 
-from .batch_header import HEADER_SIZE, LOG_OVERHEAD, MAGIC, BatchHeader, crc_matches, framing_error, header_at, parse_header
+from .batch_header import HEADER_SIZE, LOG_OVERHEAD, MAGIC, crc_matches, framing_error, header_at, named, parse_header
 from .errors import CorruptRecordError
 from .file_batches import HEADER_WINDOW, SCAN_CHUNK, FileBatches
 from .index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
@@ -91,7 +91,8 @@ class BatchRef(NamedTuple):
     """Header facts of one batch in a segment, as a walk yields them.
 
     Offsets are where the batch belongs in the log (for a damaged batch: where
-    it should start); ``header`` is the batch's own header, None when unreadable.
+    it should start); ``fields`` are the batch's own header fields (name them
+    with :func:`.batch_header.named`), None when unreadable.
     """
 
     position: int
@@ -100,7 +101,7 @@ class BatchRef(NamedTuple):
     max_timestamp: int
     size: int
     attributes: int
-    header: BatchHeader | None
+    fields: tuple | None
 
 
 class ScanOutcome:
@@ -360,27 +361,29 @@ class Segment:
                 yield BatchRef(pos, expected if expected is not None else -1, resume_offset - 1, -1, resume_pos - pos, 0, None), "hole", "unreadable region"
                 pos, expected = resume_pos, resume_offset
                 continue
-            for pos, h in reader.walk(pos, end, holes):
-                base, lod = h.base_offset, h.last_offset_delta
-                size = h.batch_length + LOG_OVERHEAD
+            for pos, fields in reader.walk(pos, end, holes):
+                base, length, _epoch, _magic, _crc, attributes, lod, _bts, max_ts, _pid, _pep, _seq, _count = fields
+                size = length + LOG_OVERHEAD
                 kind = reason = None
-                if check_crc and not reader.sound(pos, h):
-                    if reader.batch(pos, size) is None:
-                        ref = BatchRef(pos, expected if expected is not None else base, -1, -1, end - pos, h.attributes, None)
-                        yield ref, "framing", f"file ends inside a batch of {size} bytes"
-                        return
-                    kind, reason = "crc", str(reader.damage(pos, h))
+                if check_crc:
+                    h = named(fields)
+                    if not reader.sound(pos, h):
+                        if reader.batch(pos, size) is None:
+                            ref = BatchRef(pos, expected if expected is not None else base, -1, -1, end - pos, attributes, None)
+                            yield ref, "framing", f"file ends inside a batch of {size} bytes"
+                            return
+                        kind, reason = "crc", str(reader.damage(pos, h))
                 if kind is None and expected is not None and (base < expected if gaps_ok else base != expected):
                     kind, reason = "offset", f"batch base offset {base} where {expected} was expected"
                 if kind is None:
-                    yield BatchRef(pos, base, base + lod, h.max_timestamp, size, h.attributes, h), None, None
+                    yield BatchRef(pos, base, base + lod, max_ts, size, attributes, fields), None, None
                     expected = base + lod + 1
                 elif kind == "offset":
-                    yield BatchRef(pos, expected, expected + lod, h.max_timestamp, size, h.attributes, h), kind, reason
+                    yield BatchRef(pos, expected, expected + lod, max_ts, size, attributes, fields), kind, reason
                     expected = expected + lod + 1  # lod is CRC-protected, the stored base is not
                 else:
                     first = expected if expected is not None else base
-                    yield BatchRef(pos, first, first + max(lod, 0), h.max_timestamp, size, h.attributes, h), kind, reason
+                    yield BatchRef(pos, first, first + max(lod, 0), max_ts, size, attributes, fields), kind, reason
                     expected = None  # lod may be damaged too: accept the next batch's base
             pos = reader.stop_position
             if reader.problem is not None:
@@ -582,21 +585,19 @@ class Segment:
         gaps_ok = self.compacted  # cleaned segments: base offsets only have to increase
         batches = 0
         try:
-            for position, h in reader.walk(position, end):
-                base = h.base_offset
+            for position, h in reader.walk(position, end, check_crc=check_crc):
+                base, length, _epoch, _magic, _crc, _attributes, delta, _bts, batch_max_ts, _pid, _pep, _seq, _count = h
                 if expected >= 0 and (base < expected if gaps_ok else base != expected):
                     break
-                if check_crc and not reader.sound(position, h):
-                    break
-                if h.max_timestamp > max_ts:
-                    max_ts, off_max = h.max_timestamp, base
+                if batch_max_ts > max_ts:
+                    max_ts, off_max = batch_max_ts, base
                 if since > interval:
                     index_append(base, position)
                     time_append(max_ts, off_max)
                     since = 0
-                size = h.batch_length + LOG_OVERHEAD
+                size = length + LOG_OVERHEAD
                 since += size
-                expected = base + h.last_offset_delta + 1
+                expected = base + delta + 1
                 position += size
                 batches += 1
         finally:

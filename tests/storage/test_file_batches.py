@@ -1,7 +1,7 @@
 """FileBatches: the one walk over a segment file's batches, and what it reports when framing fails."""
 import os
 
-from logan_ray.storage.batch_header import iter_headers
+from logan_ray.storage.batch_header import iter_headers, named
 from logan_ray.storage.file_batches import FileBatches, next_offset_after
 from logan_ray.storage.records import build_batch
 
@@ -20,7 +20,7 @@ def _batches(n: int) -> bytes:
     return b"".join(out)
 
 
-def test_walk_yields_the_same_headers_as_the_buffer_walk_across_small_windows(tmp_path):
+def test_walk_yields_the_same_header_fields_as_the_buffer_walk_across_small_windows(tmp_path):
     data = _batches(50)
     fd = _file(tmp_path, data)
     try:
@@ -50,10 +50,13 @@ def test_crc_check_reads_whole_batches_and_catches_a_flipped_byte(tmp_path):
     fd = _file(tmp_path, bytes(data))
     try:
         reader = FileBatches(fd, len(data), window=64)
-        sound = [reader.sound(p, h) for p, h in reader.walk(0)]
+        sound = [reader.sound(p, named(fields)) for p, fields in reader.walk(0)]
         assert sound == [True, False, True, True]
         h = next(h for p, h in iter_headers(data) if p == second)
         assert "CRC" in str(reader.damage(second, h))
+        # The checking walk (recovery's) stops right there and says why.
+        assert [p for p, _ in reader.walk(0, check_crc=True)] == [0]
+        assert reader.stop_position == second and reader.bad == h and "CRC" in str(reader.problem)
     finally:
         os.close(fd)
 
