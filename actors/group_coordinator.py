@@ -36,11 +36,10 @@ from logan_ray.storage.batch_header import iter_headers
 from logan_ray.storage.records import decode_batch
 
 from .group_metrics import GroupMetrics
-from .partition import NAMESPACE
+from .names import COORDINATOR_NAME, NAMESPACE, ROUTER_NAME
 
 log = logging.getLogger("logan_ray.groups")
 
-COORDINATOR_NAME = "group-coordinator"
 OFFSETS_PARTITIONS = 8
 REPLAY_CHUNK = 8 << 20
 TOPIC_CACHE_S = 5.0
@@ -90,8 +89,6 @@ class GroupCoordinatorActor:
         await asyncio.shield(self._load_task)
 
     async def _router(self):
-        from .router import ROUTER_NAME
-
         return ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
 
     async def _route_offsets_topic(self, create: bool = False) -> None:
