@@ -28,7 +28,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from logan_ray.errors import TopicExistsError
+from logan_ray.common.errors import TopicExistsError
 from logan_ray.groups import OFFSETS_TOPIC, offsets_log
 from logan_ray.groups.state import Coordinator, GroupConfig
 from logan_ray.protocol import errors as E

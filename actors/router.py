@@ -27,8 +27,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from logan_ray.errors import (
-    InvalidConfigError,
+from logan_ray.common.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     LeaderNotAvailableError,
@@ -39,6 +38,7 @@ from logan_ray.errors import (
 from logan_ray.storage.atomic import atomic_write
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.dir_lock import DataDirLock
+from logan_ray.storage.errors import InvalidConfigError
 from logan_ray.storage.partition_dir import delete_partition_dir, sweep_deleted
 
 from .names import NAMESPACE, ROUTER_NAME, actor_name, cleaner_name
