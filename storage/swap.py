@@ -118,7 +118,7 @@ def finish_swaps(directory: str) -> list[SwapManifest]:
     Old files are deleted before the manifest, so repeating this after
     another crash is harmless.
     """
-    from .recovery import fsync_dir
+    from .sync import fsync_dir
 
     done = []
     for name in sorted(os.listdir(directory)):
