@@ -1,7 +1,7 @@
 """GroupCoordinatorActor: consumer groups and committed offsets for the whole cluster.
 
 One detached, named async actor hosts the classic group state machine
-(:mod:`logan_ray.groups.state`). Its methods take and return the Kafka
+(:mod:`logan_ray.groups.coordinator`). Its methods take and return the Kafka
 protocol's request/response bodies as dicts, so the Kafka gateway's handlers are
 one call each, and the Python API's group members speak the very same protocol
 (Python apps and Kafka clients can share a group).
@@ -30,7 +30,8 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from logan_ray.common.errors import TopicExistsError
 from logan_ray.groups import OFFSETS_TOPIC, offsets_log
-from logan_ray.groups.state import Coordinator, GroupConfig
+from logan_ray.groups.coordinator import Coordinator
+from logan_ray.groups.core import GroupConfig
 from logan_ray.protocol import errors as E
 from logan_ray.storage.batch_header import iter_headers
 from logan_ray.storage.records import decode_batch
