@@ -113,9 +113,10 @@ class PartitionActor:
         started = time.perf_counter()
         located = list(iter_headers(data))
         if not internal:
-            compacted = self._log.config.compacts
+            config = self._log.config
+            compacted, window = config.compacts, config.timestamp_window(int(time.time() * 1000))
             for i, (pos, h) in enumerate(located):
-                check_client_batch(data, pos, h, compacted, f"batch {i} at byte {pos} of {len(data)}")
+                check_client_batch(data, pos, h, compacted, f"batch {i} at byte {pos} of {len(data)}", window)
         headers = [h for _, h in located]
         if any(h.producer_id >= 0 and h.base_sequence >= 0 for h in headers):
             result = await self._append_idempotent(data, headers)
