@@ -26,19 +26,15 @@ from logan_ray.storage.producer_state import DEFAULT_EXPIRATION_MS, OutOfOrderSe
 from .channel import ChannelServer, serve_channel
 from .group_commit import GroupCommit
 from .metrics import PartitionMetrics
+from .names import NAMESPACE
 from .topic_names import is_internal, refuse_internal
 
 log = logging.getLogger("logan_ray.partition")
 
-NAMESPACE = "logan_ray"
 SEQUENCE_WAIT_S = 5.0  # how long a batch that arrived early waits for its predecessor
 
 
 CONFIG_LOAD_TIMEOUT_S = 120.0  # a restarting router answers once it has re-read its metadata
-
-
-def actor_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
 
 
 def load_topic_config(router_name: str, topic: str, partition: int, topic_id: str) -> dict[str, Any]:

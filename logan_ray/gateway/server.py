@@ -11,7 +11,7 @@ import asyncio
 import logging
 import socket
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from logan_ray import protocol
 from logan_ray.protocol import (
@@ -25,6 +25,7 @@ from logan_ray.protocol import (
 
 from .cluster import Cluster
 from .connection import Connection, FrameError
+from .handler import Handler, HandlerTable
 from .limits import (
     MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_IP,
@@ -42,13 +43,11 @@ MAX_FRAME_BYTES = 100 * 1024 * 1024
 #: After accept() fails for lack of descriptors, wait this long before trying again.
 ACCEPT_RETRY_S = 0.1
 
-Handler = Callable[["Gateway", Connection, Any, dict], Awaitable[dict]]
 
-
-def _handler_table() -> dict[int, tuple[int, int, Handler]]:
+def _handler_table() -> HandlerTable:
     from . import admin, fetch, groups, meta, produce
 
-    table: dict[int, tuple[int, int, Handler]] = {}
+    table: HandlerTable = {}
     for module in (meta, produce, fetch, admin, groups):  # groups last: its FindCoordinator wins
         for key, spec in module.HANDLERS.items():
             low, high, fn = spec
@@ -58,7 +57,7 @@ def _handler_table() -> dict[int, tuple[int, int, Handler]]:
 
 
 class Gateway:
-    """Serves the Kafka protocol for the partitions of one node."""
+    """Serves the Kafka protocol for the partitions of one node (a :class:`.handler.GatewayContext` to its handlers)."""
 
     def __init__(self, router: Any, node_id: str, *, cluster_id: str = "logan-ray",
                  max_frame_bytes: int = MAX_FRAME_BYTES,
@@ -71,6 +70,8 @@ class Gateway:
         self.pool = RequestMemoryPool(queued_max_request_bytes)
         self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip, max_connections_per_ip_overrides)
         self.connections: set[Connection] = set()
+        self.group_coordinator: Any = None  # the coordinator actor's handle, looked up by the groups handlers
+        self.group_coordinator_node: str | None = None
         self.started = time.time()
         self.accepted = 0
         self.closed_bad_frames = 0
