@@ -61,6 +61,7 @@ from .recovery import (
 )
 from .retention import SegmentFacts, deletable_prefix
 from .segment import BatchRef, CorruptBatch, FileSlice, Segment
+from .segment_recovery import scan as scan_segment
 from .swap import PENDING_SUFFIX, discard_pending, write_manifest
 from .sync import fdatasync, free_bytes, fsync_dir, is_no_space
 
@@ -1037,7 +1038,7 @@ class PartitionLog:
                 self._check_open()
                 if seg not in self._segments:
                     continue
-                outcome = seg.scan(check_crc=True, is_last=False)
+                outcome = scan_segment(seg, check_crc=True, is_last=False)
                 for c in outcome.corrupt:
                     seg.corrupt.setdefault(c.position, c)
                 for s, e in outcome.verified:
