@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from logan_ray.protocol import errors as codes
 from logan_ray.storage.batch_header import MAGIC, MAGIC_AT, iter_headers
 
-from .cluster import error_code, error_message, is_stale_route
+from .cluster import error_code, error_message, is_stale_route, record_errors
 from .meta import leader_endpoints
 from .handler import GatewayContext, HandlerTable
 
@@ -139,7 +139,7 @@ async def _append_group(gw: GatewayContext, name: str, index: int, group: list[_
             for item in group:  # find out which request was bad: one at a time, in order
                 out += await _append_group(gw, name, index, [item])
             return out
-        return [_result(index, error_code(e), error_message(e)) for _ in group]
+        return [{**_result(index, error_code(e), error_message(e)), "record_errors": record_errors(e)} for _ in group]
     out = []
     for item in group:
         out.append(_result(index, codes.NONE, None, base, append_time, log_start))
