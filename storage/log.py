@@ -34,6 +34,10 @@ from typing import Callable, NamedTuple
 
 from . import compaction as _compaction
 from .batch_header import named, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch
+from .cleanable import CleanView, DirtyStats, SegmentView, dirty_stats
+from .cleaner_checkpoint import CleanerCheckpoint
+from .cleaner_checkpoint import read_checkpoint as read_cleaner_checkpoint
+from .cleaner_checkpoint import write_checkpoint as write_cleaner_checkpoint
 from .config import TopicConfig
 from .errors import (
     CorruptRecordError,
@@ -211,7 +215,7 @@ class PartitionLog:
             os.remove(marker)
             fsync_dir(self.directory)
         self._pending_deletes: list[tuple[int, Segment | _ReplacedSegments]] = []
-        self._cleaner_checkpoint = _compaction.read_checkpoint(self.directory)
+        self._cleaner_checkpoint = read_cleaner_checkpoint(self.directory)
         self._last_flush_ms = now
         self._flusher = RollFlusher(self.name, self._flush_to)
         self._stats = {
@@ -720,25 +724,25 @@ class PartitionLog:
 
     # --------------------------------------------------------------- compaction
     @property
-    def cleaner_checkpoint(self) -> "_compaction.CleanerCheckpoint":
+    def cleaner_checkpoint(self) -> CleanerCheckpoint:
         return self._cleaner_checkpoint
 
-    def cleaning_view(self) -> "_compaction.CleanView":
+    def cleaning_view(self) -> CleanView:
         """A snapshot of the segments for a cleaner, which may run in another process."""
         with self._lock:
             self._check_open()
             active = self._segments[-1]
             segments = tuple(
-                _compaction.SegmentView(s.base_offset, s.next_offset, s.size, s.max_timestamp, s.path, s.generation,
+                SegmentView(s.base_offset, s.next_offset, s.size, s.max_timestamp, s.path, s.generation,
                                         s.durable and s is not active)
                 for s in self._segments
             )
-            return _compaction.CleanView(self.directory, self.name, segments, self._log_start, self._log_end,
+            return CleanView(self.directory, self.name, segments, self._log_start, self._log_end,
                                          self._recovery_point, self._config, self._cleaner_checkpoint, self._clock())
 
-    def dirty_stats(self) -> "_compaction.DirtyStats":
+    def dirty_stats(self) -> DirtyStats:
         view = self.cleaning_view()
-        return _compaction.dirty_stats(view, view.now_ms)
+        return dirty_stats(view, view.now_ms)
 
     def install_cleaned(self, result: "_compaction.CleanResult") -> SwapReport:
         """Swap a cleaning pass's segments in; the short critical section of compaction.
@@ -786,8 +790,8 @@ class PartitionLog:
             if installed == len(groups):
                 checkpoint = result.checkpoint
                 if checkpoint.clean_offset > self._log_end:  # the log was cut back meanwhile
-                    checkpoint = _compaction.CleanerCheckpoint(self._log_start)
-                _compaction.write_checkpoint(self.directory, checkpoint)
+                    checkpoint = CleanerCheckpoint(self._log_start)
+                write_cleaner_checkpoint(self.directory, checkpoint)
                 self._cleaner_checkpoint = checkpoint
                 _compaction.step("checkpoint-written")
             self._stats["cleanings"] += 1
