@@ -56,7 +56,7 @@ from .errors import CorruptRecordError
 from .file_batches import SCAN_CHUNK, FileBatches
 from .index import MAX_RELATIVE_OFFSET
 from .offset_map import OffsetMap
-from .records import RawRecord, rebuild_batch, scan_records
+from .raw_records import RawRecord, rebuild_batch, scan_records
 from .segment_files import segment_stem
 from .swap import PENDING_SUFFIX, committed_stems, discard_pending
 from .sync import fsync_dir

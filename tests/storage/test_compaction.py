@@ -15,7 +15,8 @@ from logan_ray.storage.cleaner_checkpoint import read_checkpoint
 from logan_ray.storage.compaction import MapTooSmallError, clean, compact
 from logan_ray.storage.errors import CorruptRecordError
 from logan_ray.storage.offset_map import ENTRY_BYTES
-from logan_ray.storage.records import build_batch, decode_batch, decode_records
+from logan_ray.storage.record_builder import build_batch
+from logan_ray.storage.records import decode_batch, decode_records
 
 DAY = 86_400_000
 CFG = dict(cleanup_policy="compact", segment_bytes=8000, index_interval_bytes=300)
