@@ -27,8 +27,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from logan_ray.errors import (
-    InvalidConfigError,
+from logan_ray.common.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     LeaderNotAvailableError,
@@ -39,15 +38,16 @@ from logan_ray.errors import (
 from logan_ray.storage.atomic import atomic_write
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.dir_lock import DataDirLock
+from logan_ray.storage.errors import InvalidConfigError
 from logan_ray.storage.partition_dir import delete_partition_dir, sweep_deleted
 
-from .partition import NAMESPACE, actor_name, partition_actor_class
+from .names import NAMESPACE, ROUTER_NAME, actor_name, cleaner_name
+from .partition import partition_actor_class
 from .security_meta import SecurityMetadata
 from .topic_names import refuse_internal, validate_topic_name
 
 log = logging.getLogger("logan_ray.router")
 
-ROUTER_NAME = "router"
 METADATA_FILE = "cluster-metadata.json"
 PRODUCER_ID_BLOCK = 1000
 LOCK_WAIT_S = 5.0  # a router restarted after SIGKILL waits this long for its predecessor's lock to drop
@@ -309,7 +309,7 @@ class RouterActor(SecurityMetadata):
         """The log cleaner of a node (one per node: it reads that node's segment files)."""
         handle = self._cleaners.get(node_id)
         if handle is None:
-            from .cleaner import cleaner_actor_class, cleaner_name
+            from .cleaner import cleaner_actor_class
 
             handle = cleaner_actor_class().options(
                 name=cleaner_name(node_id), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,

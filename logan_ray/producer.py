@@ -50,7 +50,7 @@ from .errors import (
     UnknownPartitionError,
     UnsupportedCompressionError,
 )
-from .partitioner import partition_for_key
+from .common.partitioner import partition_for_key
 from .serializers import serializer
 
 log = logging.getLogger("logan_ray.producer")

@@ -53,11 +53,12 @@ from .batch_header import CONTROL_BIT, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC,
 from .compression import NONE, decompress
 from .config import TopicConfig
 from .errors import CorruptRecordError
-from .index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex, fsync_path
+from .index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
 from .offset_map import OffsetMap
 from .records import RawRecord, rebuild_batch, scan_records
 from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_stem
 from .swap import PENDING_SUFFIX, committed_stems, discard_pending
+from .sync import fsync_dir, fsync_path
 
 log = logging.getLogger(__name__)
 
@@ -692,8 +693,6 @@ def clean(view: CleanView, now_ms: int | None = None, *, map_bytes: int = DEFAUL
             groups.abort()
             discard(result)
             raise
-        from .recovery import fsync_dir
-
         fsync_dir(view.directory)
         step("cleaned-synced")
         stats.copy_seconds = time.perf_counter() - copy_started

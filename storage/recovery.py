@@ -260,7 +260,6 @@ __all__ = [
     "load_segments",
     "read_checkpoint",
     "write_checkpoint",
-    "fsync_dir",
     "RECOVERY_POINT_FILE",
     "LOG_START_FILE",
     "CLEAN_SHUTDOWN_FILE",

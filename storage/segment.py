@@ -25,7 +25,8 @@ import crc32c as _crc32c
 
 from .batch_header import CONTROL_BIT, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, validate_batch
 from .errors import CorruptRecordError, InvalidRecordError
-from .index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex, fsync_path
+from .index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
+from .sync import fsync_path
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from .cluster import error_code, error_message
 
 if TYPE_CHECKING:
     from .connection import Connection
-    from .server import Gateway
+    from .handler import GatewayContext as Gateway
 
 _DISABLED = "No Authorizer is configured on the broker (authorizer.class.name)"
 

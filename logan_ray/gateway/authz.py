@@ -19,7 +19,7 @@ from logan_ray.security.authorizer import who
 
 if TYPE_CHECKING:
     from .connection import Connection
-    from .server import Gateway
+    from .handler import GatewayContext as Gateway
 
 Post = Callable[[dict], Awaitable[dict] | dict]
 TOPIC_DENIED = codes.TOPIC_AUTHORIZATION_FAILED

@@ -23,10 +23,10 @@ from logan_ray.protocol import errors as codes
 from .cluster import Partition, error_code, error_message, ignore_outcome, is_stale_route
 from .meta import leader_endpoints
 from .connection import FileRanges
+from .handler import GatewayContext, HandlerTable
 
 if TYPE_CHECKING:
     from .connection import Connection
-    from .server import Gateway
 
 log = logging.getLogger("logan_ray.gateway")
 
@@ -60,7 +60,7 @@ class _Slot:
         return sum(s[2] for s in self.slices)
 
 
-async def _locate(gw: "Gateway", slot: _Slot, max_bytes: int, max_wait_ms: int, min_bytes: int,
+async def _locate(gw: GatewayContext, slot: _Slot, max_bytes: int, max_wait_ms: int, min_bytes: int,
                   ahead: dict | None = None) -> None:
     part = slot.part
     assert part is not None
@@ -168,7 +168,7 @@ async def _wait_any(slots: list[_Slot], timeout_s: float) -> None:
                 w.add_done_callback(ignore_outcome)
 
 
-async def fetch(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     version = header.api_version
     by_id = version >= 13
     session_id, session_epoch = body.get("session_id", 0), body.get("session_epoch", -1)
@@ -243,7 +243,7 @@ async def fetch(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> d
     return response
 
 
-async def _fit(gw: "Gateway", live: list[_Slot], max_bytes: int) -> None:
+async def _fit(gw: GatewayContext, live: list[_Slot], max_bytes: int) -> None:
     """Honour the response's ``max_bytes``: the first non-empty partition may exceed it (one whole
     batch, so a consumer never stalls); later ones get what is left, or nothing."""
     total = 0
@@ -261,7 +261,7 @@ async def _fit(gw: "Gateway", live: list[_Slot], max_bytes: int) -> None:
         total += s.size
 
 
-async def _open(gw: "Gateway", s: _Slot) -> None:
+async def _open(gw: GatewayContext, s: _Slot) -> None:
     for attempt in range(2):
         if not s.slices:
             return
@@ -312,7 +312,7 @@ async def _list_one(part: Partition | None, index: int, timestamp: int) -> dict:
     return out
 
 
-async def list_offsets(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def list_offsets(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     topics_out = []
     for t in body["topics"]:
         name = t["name"]
@@ -331,7 +331,7 @@ async def list_offsets(gw: "Gateway", conn: "Connection", header: Any, body: dic
     return {"throttle_time_ms": 0, "topics": topics_out}
 
 
-HANDLERS = {
+HANDLERS: HandlerTable = {
     1: (4, 18, fetch),
     2: (1, 11, list_offsets),
 }

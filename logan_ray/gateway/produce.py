@@ -33,10 +33,10 @@ from logan_ray.protocol import errors as codes
 
 from .cluster import error_code, error_message, is_stale_route
 from .meta import leader_endpoints
+from .handler import GatewayContext, HandlerTable
 
 if TYPE_CHECKING:
     from .connection import Connection
-    from .server import Gateway
 
 log = logging.getLogger("logan_ray.gateway")
 
@@ -98,7 +98,7 @@ class _PartitionQueue:
         self.task: asyncio.Task | None = None
 
 
-async def _drain(gw: "Gateway", conn: "Connection", key: tuple, name: str, index: int,
+async def _drain(gw: GatewayContext, conn: "Connection", key: tuple, name: str, index: int,
                  queue: _PartitionQueue) -> None:
     try:
         while queue.items:
@@ -123,7 +123,7 @@ async def _drain(gw: "Gateway", conn: "Connection", key: tuple, name: str, index
             del queues[key]
 
 
-async def _append_group(gw: "Gateway", name: str, index: int, group: list[_Item]) -> list[dict]:
+async def _append_group(gw: GatewayContext, name: str, index: int, group: list[_Item]) -> list[dict]:
     try:
         part = await gw.cluster.partition(name, index)
     except Exception as e:
@@ -157,7 +157,7 @@ async def _append_group(gw: "Gateway", name: str, index: int, group: list[_Item]
     return out
 
 
-def _enqueue(gw: "Gateway", conn: "Connection", key: tuple, name: str, index: int, data: Any,
+def _enqueue(gw: GatewayContext, conn: "Connection", key: tuple, name: str, index: int, data: Any,
              durable: bool) -> asyncio.Future:
     future = asyncio.get_running_loop().create_future()
     queues: dict = conn.state.setdefault(_QUEUES, {})
@@ -174,7 +174,7 @@ async def _done(result: dict) -> dict:
     return result
 
 
-async def produce(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict | None:
+async def produce(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict | None:
     version = header.api_version
     by_id = version >= 13
     topics = body["topic_data"]
@@ -223,6 +223,6 @@ async def produce(gw: "Gateway", conn: "Connection", header: Any, body: dict) ->
 # Produce v0-2 are served for record batches (magic 2) only, as Kafka 4 serves none of the
 # old message formats. They are advertised anyway because librdkafka up to 2.5 (kcat on
 # Debian links 2.0.x) compresses with gzip, snappy or lz4 only if the broker lists Produce v0.
-HANDLERS = {
+HANDLERS: HandlerTable = {
     0: (0, 13, produce),
 }

@@ -20,7 +20,7 @@ from .cluster import error_code, error_message
 
 if TYPE_CHECKING:
     from .connection import Connection
-    from .server import Gateway
+    from .handler import GatewayContext as Gateway
 
 log = logging.getLogger("logan_ray.gateway")
 

@@ -12,7 +12,7 @@ import functools
 import logging
 import socket
 import time
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from logan_ray import protocol
 from logan_ray.protocol import (
@@ -28,6 +28,7 @@ from logan_ray.security.current import set_other_listener
 
 from .cluster import Cluster
 from .connection import CLOSE_AFTER, Connection, FrameError
+from .handler import Handler, HandlerTable
 from .limits import (
     MAX_CONNECTIONS,
     MAX_CONNECTIONS_PER_IP,
@@ -45,14 +46,12 @@ MAX_FRAME_BYTES = 100 * 1024 * 1024
 #: After accept() fails for lack of descriptors, wait this long before trying again.
 ACCEPT_RETRY_S = 0.1
 
-Handler = Callable[["Gateway", Connection, Any, dict], Awaitable[dict]]
 
-
-def _handler_table() -> dict[int, tuple[int, int, Handler]]:
+def _handler_table() -> HandlerTable:
     from . import acl_api, admin, fetch, groups, meta, produce, sasl_ops
 
-    table: dict[int, tuple[int, int, Handler]] = {}
-    for module in (meta, produce, fetch, admin, groups, sasl_ops, acl_api):  # groups last: its FindCoordinator wins
+    table: HandlerTable = {}
+    for module in (meta, produce, fetch, admin, groups, sasl_ops, acl_api):  # groups after meta: its FindCoordinator wins
         for key, spec in module.HANDLERS.items():
             low, high, fn = spec
             codec_low, codec_high = protocol.ADVERTISED[key]
@@ -61,7 +60,7 @@ def _handler_table() -> dict[int, tuple[int, int, Handler]]:
 
 
 class Gateway:
-    """Serves the Kafka protocol for the partitions of one node."""
+    """Serves the Kafka protocol for the partitions of one node (a :class:`.handler.GatewayContext` to its handlers)."""
 
     def __init__(self, router: Any, node_id: str, *, cluster_id: str = "logan-ray",
                  max_frame_bytes: int = MAX_FRAME_BYTES,
@@ -74,6 +73,8 @@ class Gateway:
         self.pool = RequestMemoryPool(queued_max_request_bytes)
         self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip, max_connections_per_ip_overrides)
         self.connections: set[Connection] = set()
+        self.group_coordinator: Any = None  # the coordinator actor's handle, looked up by the groups handlers
+        self.group_coordinator_node: str | None = None
         #: the listener whose addresses the router's plain gateway list holds (the first of ``listeners``)
         self.primary_listener: str | None = None
         #: the ACL authorizer (logan_ray.security.authorizer), None when authorizer.class.name is unset
