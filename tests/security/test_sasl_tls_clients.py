@@ -84,6 +84,9 @@ def test_confluent_kafka_wrong_password_is_sasl_authentication_failed(broker, pk
                          "error_cb": lambda e: errors.append(e)})
     with pytest.raises(Exception):
         admin.list_topics(timeout=5)
+    deadline = time.monotonic() + 15
+    while not errors and time.monotonic() < deadline:
+        admin.poll(0.5)  # error callbacks are served by poll
     assert any(e.code() == KafkaError._AUTHENTICATION for e in errors), errors
     assert any("invalid credentials" in e.str() or "Authentication failed" in e.str() for e in errors), errors
 
