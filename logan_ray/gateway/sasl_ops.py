@@ -34,6 +34,12 @@ async def sasl_handshake(gw: "Gateway", conn: "Connection", header: Any, body: d
     if session is None or not session.needs_sasl:
         return {"error_code": codes.ILLEGAL_SASL_STATE, "mechanisms": []}
     mechanisms = list(session.security.mechanisms)
+    if header.api_version == 0:
+        # v0 is followed by raw SASL tokens outside Kafka frames (clients before Kafka 1.0): not offered. It is
+        # still advertised because librdkafka < 2.1 only attempts SASL when the advertised range starts at 0;
+        # such clients then use v1 with SaslAuthenticate.
+        _close_after(conn)
+        return {"error_code": codes.UNSUPPORTED_VERSION, "mechanisms": mechanisms}
     if session.server is not None:
         _close_after(conn)
         return {"error_code": codes.ILLEGAL_SASL_STATE, "mechanisms": mechanisms}
@@ -129,7 +135,7 @@ async def alter_user_scram_credentials(gw: "Gateway", conn: "Connection", header
 
 
 HANDLERS = {
-    17: (1, 1, sasl_handshake),  # v0 (raw tokens after the handshake) predates SaslAuthenticate: not offered
+    17: (0, 1, sasl_handshake),  # v0 answers UNSUPPORTED_VERSION: raw tokens after the handshake are not offered
     36: (0, 2, sasl_authenticate),
     50: (0, 0, describe_user_scram_credentials),
     51: (0, 0, alter_user_scram_credentials),

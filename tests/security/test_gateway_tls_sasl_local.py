@@ -194,6 +194,9 @@ def test_unsupported_mechanism_names_the_enabled_ones(pki):
         with socket.create_connection(addrs["SASL_PLAINTEXT"]) as s:
             r = call(s, 17, 1, {"mechanism": "SCRAM-SHA-256"})
             assert r["error_code"] == 33 and r["mechanisms"] == ["PLAIN", "SCRAM-SHA-512"]
+        with socket.create_connection(addrs["SASL_PLAINTEXT"]) as s:  # v0 (raw tokens) is not offered
+            r = call(s, 17, 0, {"mechanism": "PLAIN"})
+            assert r["error_code"] == 35 and closed(s)
 
 
 def test_client_certificate_subject_is_the_principal(pki):
