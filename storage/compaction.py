@@ -46,17 +46,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, NamedTuple, Sequence
 
-import crc32c as _crc32c
-
 from .atomic import atomic_write
-from .batch_header import CONTROL_BIT, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, TIMESTAMP_TYPE_BIT, BatchHeader
+from .batch_header import CONTROL_BIT, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_BIT, BatchHeader, named
 from .compression import NONE, decompress
 from .config import TopicConfig
 from .errors import CorruptRecordError
+from .file_batches import SCAN_CHUNK, FileBatches
 from .index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
 from .offset_map import OffsetMap
 from .records import RawRecord, rebuild_batch, scan_records
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_stem
+from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_stem
 from .swap import PENDING_SUFFIX, committed_stems, discard_pending
 from .sync import fsync_dir, fsync_path
 
@@ -64,10 +63,8 @@ log = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 DEFAULT_MAP_BYTES = 128 << 20  # Kafka's log.cleaner.dedupe.buffer.size default
-READ_CHUNK = 8 << 20
 WRITE_CHUNK = 4 << 20
 MAX_PASS_HISTORY = 64
-_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 # Crash-test hook: called with a step name at every point where a crash
 # matters ("group-written", "before-manifest", "manifest-written", ...).
@@ -315,48 +312,33 @@ class MapTooSmallError(Exception):
 # ------------------------------------------------------------- batch reading
 
 
-def _iter_batches(fd: int, seg: SegmentView, *, check_crc: bool = True) -> Iterator[tuple[bytearray, memoryview, int, tuple]]:
-    """Yield ``(buffer, its memoryview, position in buffer, header fields)`` for every batch.
+def _iter_batches(fd: int, seg: SegmentView, *, check_crc: bool = True) -> Iterator[tuple[bytearray, memoryview, int, BatchHeader]]:
+    """Yield ``(buffer, its memoryview, position in buffer, header)`` for every batch.
 
     Reads the file in large chunks; the buffer is reused, so callers must
     finish with a batch before asking for the next. Framing and offset order
     are always checked (the base offset lies outside the CRC), CRC32C on request.
     """
-    buf = bytearray(READ_CHUNK)
-    mv = memoryview(buf)
-    unpack = HEADER.unpack_from
-    crc = _crc32c.crc32c
-    path, file_size = seg.path, seg.size
-    cstart = clen = 0
-    pos = 0
+    path = seg.path
+    reader = FileBatches(fd, seg.size, SCAN_CHUNK)
     expected = seg.base_offset
-    while pos < file_size:
-        rel = pos - cstart
-        if rel + HEADER_SIZE > clen:
-            clen = os.preadv(fd, [mv[: min(len(buf), file_size - pos)]], pos)
-            cstart, rel = pos, 0
-            if clen < HEADER_SIZE:
-                raise CorruptRecordError(f"torn batch header at the end ({clen} bytes)", path=path, position=pos)
-        fields = unpack(buf, rel)
-        size = fields[1] + LOG_OVERHEAD
-        if fields[3] != MAGIC or fields[1] < _MIN_BATCH_LENGTH or size > file_size - pos:
-            raise CorruptRecordError("bad batch framing (magic, length)", path=path, position=pos)
-        if fields[0] < expected or fields[6] < 0 or fields[0] + fields[6] >= seg.next_offset:
-            raise CorruptRecordError(f"batch offsets {fields[0]}+{fields[6]} out of order (expected >= {expected}, "
+    for pos, fields in reader.walk(0):
+        h = named(fields)
+        base, lod = h.base_offset, h.last_offset_delta
+        if base < expected or lod < 0 or base + lod >= seg.next_offset:
+            raise CorruptRecordError(f"batch offsets {base}+{lod} out of order (expected >= {expected}, "
                                      f"< {seg.next_offset})", path=path, position=pos)
-        expected = fields[0] + fields[6] + 1
-        if rel + size > clen:
-            if size > len(buf):
-                buf = bytearray(size)
-                mv = memoryview(buf)
-            clen = os.preadv(fd, [mv[: min(len(buf), file_size - pos)]], pos)
-            cstart, rel = pos, 0
-            if clen < size:
-                raise CorruptRecordError(f"file ends inside a batch of {size} bytes", path=path, position=pos)
-        if check_crc and crc(mv[rel + 21 : rel + size]) != fields[4]:
+        expected = base + lod + 1
+        size = h.batch_length + LOG_OVERHEAD
+        got = reader.batch(pos, size)
+        if got is None:
+            raise CorruptRecordError(f"file ends inside a batch of {size} bytes", path=path, position=pos)
+        if check_crc and not reader.crc_ok(pos, h):
             raise CorruptRecordError("record batch CRC32C mismatch", path=path, position=pos)
-        yield buf, mv, rel, fields
-        pos += size
+        buf, mv, rel = got
+        yield buf, mv, rel, h
+    if reader.problem is not None:
+        raise CorruptRecordError(f"bad batch framing: {reader.problem}", path=path, position=reader.stop_position)
 
 
 def _records(buf: bytearray, mv: memoryview, rel: int, size: int, attributes: int) -> tuple[bytes | bytearray, int, int]:
@@ -393,11 +375,11 @@ def _build_map(view: CleanView, dirty: Sequence[SegmentView], first_dirty: int, 
     anything, so a damaged batch aborts the pass whatever it put in the map.
     """
     for seg in dirty:
-        for buf, mv, rel, f in _iter_batches(fds[seg.path], seg, check_crc=False):
-            base, attrs, lod, count = f[0], f[5], f[6], f[12]
+        for buf, mv, rel, h in _iter_batches(fds[seg.path], seg, check_crc=False):
+            base, attrs, lod, count = h.base_offset, h.attributes, h.last_offset_delta, h.record_count
             if base >= limit:
                 return limit
-            size = f[1] + LOG_OVERHEAD
+            size = h.batch_length + LOG_OVERHEAD
             stats.dirty_bytes += size
             if base + lod < first_dirty or attrs & CONTROL_BIT or count == 0:
                 continue
@@ -509,11 +491,12 @@ class _Copier:
         self.horizon = tombstone_horizon
         self.stats = stats
 
-    def filter(self, buf: bytearray, mv: memoryview, rel: int, f: tuple) -> tuple[object | None, int, bool]:
+    def filter(self, buf: bytearray, mv: memoryview, rel: int, h: BatchHeader) -> tuple[object | None, int, bool]:
         """``(bytes to write or None, max timestamp, changed)`` for one (CRC-checked) batch."""
         st = self.stats
-        base, attrs, lod, base_ts, max_ts, count = f[0], f[5], f[6], f[7], f[8], f[12]
-        size = f[1] + LOG_OVERHEAD
+        base, attrs, lod, max_ts, count = h.base_offset, h.attributes, h.last_offset_delta, h.max_timestamp, h.record_count
+        base_ts = h.base_timestamp
+        size = h.batch_length + LOG_OVERHEAD
         st.batches_read += 1
         if attrs & CONTROL_BIT:
             st.control_batches += 1
@@ -566,7 +549,7 @@ class _Copier:
                       starts[i], starts[i + 1])
             for i in keep
         ]
-        rebuilt = rebuild_batch(BatchHeader(*f), blob, records, keep_last_offset_delta=True)
+        rebuilt = rebuild_batch(h, blob, records, keep_last_offset_delta=True)
         st.batches_rebuilt += 1
         new_max = max_ts if lat_time else max(r.timestamp for r in records)
         return rebuilt, new_max, True
@@ -594,12 +577,12 @@ class _GroupWriter:
         assert writer is not None
         self.group.append(seg)
         self.changed = self.changed or len(self.group) > 1
-        for buf, mv, rel, f in _iter_batches(self.fds[seg.path], seg):
-            data, max_ts, altered = self.copier.filter(buf, mv, rel, f)
+        for buf, mv, rel, h in _iter_batches(self.fds[seg.path], seg):
+            data, max_ts, altered = self.copier.filter(buf, mv, rel, h)
             if altered:
                 self.changed = True
             if data is not None:
-                writer.add(data, f[0], max_ts)
+                writer.add(data, h.base_offset, max_ts)
 
     def _start(self, first: SegmentView) -> None:
         stem = segment_stem(first.base_offset, first.generation + 1)

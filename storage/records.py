@@ -21,22 +21,21 @@ Record layout inside a batch (all varints zigzag)::
 from __future__ import annotations
 
 import os
-import struct
 import time
 from array import array
 from dataclasses import dataclass
 from typing import Iterator, NamedTuple, Sequence, Union
 
-import crc32c as _crc32c
-
 from .batch_header import (
     CONTROL_BIT,
     HEADER_SIZE,
-    LOG_OVERHEAD,
     MAGIC,
+    MIN_BATCH_LENGTH,
     TIMESTAMP_TYPE_BIT,
     TRANSACTIONAL_BIT,
     BatchHeader,
+    encode_batch,
+    framed,
     parse_header,
     validate_batch,
 )
@@ -57,10 +56,6 @@ from .varint import (
 Buffer = Union[bytes, bytearray, memoryview]
 Headers = Sequence[tuple[str, Union[bytes, None]]]
 
-# Header bytes [21, 61): attributes .. recordCount, covered by the CRC.
-_TAIL = struct.Struct(">hiqqqhii")
-# Header bytes [0, 21): baseOffset, batchLength, leaderEpoch, magic, crc.
-_PREFIX = struct.Struct(">qiibI")
 
 
 @dataclass(frozen=True, slots=True)
@@ -407,12 +402,10 @@ def seal_batch(
         attributes |= TRANSACTIONAL_BIT
     if is_control:
         attributes |= CONTROL_BIT
-    tail = _TAIL.pack(
-        attributes, count - 1, base_ts, max_ts, producer_id, producer_epoch, base_sequence, count
-    )
-    crc = _crc32c.crc32c(records, _crc32c.crc32c(tail))
-    batch_length = HEADER_SIZE - LOG_OVERHEAD + len(records)
-    return b"".join((_PREFIX.pack(base_offset, batch_length, partition_leader_epoch, MAGIC, crc), tail, records))
+    return encode_batch(records, attributes=attributes, last_offset_delta=count - 1, base_timestamp=base_ts,
+                        max_timestamp=max_ts, record_count=count, base_offset=base_offset,
+                        partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
+                        producer_epoch=producer_epoch, base_sequence=base_sequence)
 
 
 # ---------------------------------------------------------------- decoding
@@ -428,16 +421,7 @@ def _records_blob(buf: Buffer, pos: int, h: BatchHeader) -> Buffer:
 
 
 def _check_header(buf: Buffer, pos: int, verify_crc: bool) -> BatchHeader:
-    if verify_crc:
-        return validate_batch(buf, pos)
-    h = parse_header(buf, pos)
-    if h.magic != MAGIC:
-        raise InvalidRecordError(f"unsupported record batch magic {h.magic}; only magic 2 is accepted")
-    if h.batch_length < HEADER_SIZE - LOG_OVERHEAD or h.size > len(buf) - pos:
-        raise CorruptRecordError(
-            f"record batch truncated or malformed: length field says {h.size} bytes, {len(buf) - pos} present"
-        )
-    return h
+    return validate_batch(buf, pos) if verify_crc else framed(buf, pos)
 
 
 def _bad(msg: str, where: int) -> CorruptRecordError:
@@ -604,7 +588,7 @@ def _iter_complete(buf: Buffer, verify_crc: bool) -> Iterator[tuple[int, BatchHe
     n = len(buf)
     while n - pos >= HEADER_SIZE:
         h = parse_header(buf, pos)
-        if h.magic == MAGIC and h.batch_length >= HEADER_SIZE - LOG_OVERHEAD and h.size > n - pos:
+        if h.magic == MAGIC and h.batch_length >= MIN_BATCH_LENGTH and h.size > n - pos:
             break  # partial trailing batch
         yield pos, _check_header(buf, pos, verify_crc)
         pos += h.size
@@ -936,27 +920,8 @@ def rebuild_batch(
     else:
         max_ts = max(r.timestamp for r in keep)
     attributes = (header.attributes & ~0x07) | codec
-    tail = _TAIL.pack(
-        attributes,
-        last_delta,
-        header.base_timestamp,
-        max_ts,
-        header.producer_id,
-        header.producer_epoch,
-        header.base_sequence,
-        len(keep),
-    )
-    crc = _crc32c.crc32c(records, _crc32c.crc32c(tail))
-    return b"".join(
-        (
-            _PREFIX.pack(
-                header.base_offset,
-                HEADER_SIZE - LOG_OVERHEAD + len(records),
-                header.partition_leader_epoch,
-                MAGIC,
-                crc,
-            ),
-            tail,
-            records,
-        )
-    )
+    return encode_batch(records, attributes=attributes, last_offset_delta=last_delta,
+                        base_timestamp=header.base_timestamp, max_timestamp=max_ts, record_count=len(keep),
+                        base_offset=header.base_offset, partition_leader_epoch=header.partition_leader_epoch,
+                        producer_id=header.producer_id, producer_epoch=header.producer_epoch,
+                        base_sequence=header.base_sequence)
