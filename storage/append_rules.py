@@ -45,13 +45,16 @@ def check_client_batch(buf: Buffer, pos: int, h: BatchHeader, compacted: bool, w
         records = iter_batch_records_raw(buf, pos, verify_crc=False)
     except CorruptRecordError as e:
         raise CorruptRecordError(f"{where}: {e}") from None
-    for r in records:
+    keyless: list[tuple[int, str]] = []
+    for i, r in enumerate(records):
         if compacted and r.key is None:
-            raise InvalidRecordError(
-                f"{where}: compacted topic cannot accept a record without a key "
-                f"(offset delta {r.offset - h.base_offset})")
+            keyless.append((i, "Compacted topic cannot accept message without key"))
         if window is not None and not window[0] <= r.timestamp <= window[1]:
             raise InvalidTimestampError(
                 f"{where}: timestamp {r.timestamp} of the record at offset delta {r.offset - h.base_offset} "
                 f"is out of range: it must be within [{window[0]}, {window[1]}] "
                 "(message.timestamp.before.max.ms / after.max.ms)")
+    if keyless:
+        raise InvalidRecordError(
+            f"{where}: compacted topic cannot accept a record without a key "
+            f"({len(keyless)} such, the first is record {keyless[0][0]} of the batch)", tuple(keyless))

@@ -37,6 +37,7 @@ HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the part not counted in batchLength
 CRC_START = 21
 MAGIC = 2
+MAGIC_AT = 16  # where the magic byte sits, in a v2 batch and in a v0/v1 message alike
 
 # attribute bits
 COMPRESSION_MASK = 0x07

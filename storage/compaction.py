@@ -55,7 +55,7 @@ from .file_batches import SCAN_CHUNK, FileBatches
 from .index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
 from .offset_map import OffsetMap
 from .records import RawRecord, rebuild_batch, scan_records
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_stem
+from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_stem
 from .swap import PENDING_SUFFIX, committed_stems, discard_pending
 from .sync import fsync_dir, fsync_path
 

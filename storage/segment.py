@@ -1,73 +1,28 @@
 """One log segment: a ``.log`` file of whole v2 batches plus two derived indexes.
 
 A segment never decodes records. Everything here works on the 61-byte batch
-headers and one CRC32C per batch, reading the file in large chunks so that
-recovery and verification cost about one ``memcpy`` plus one hardware CRC
-pass per byte, with Python overhead per batch rather than per record.
-
-Files are named by the 20-digit zero-padded base offset, as in Kafka:
-``00000000000000000000.log``, ``.index``, ``.timeindex``. A segment written by
-the log cleaner adds a generation, ``00000000000000000000-c3.log``: unlike
-Kafka, a cleaned segment never reuses the name of a file it replaces, so a
-reader that was handed ``(path, position, length)`` before a swap still reads
-the old bytes at that path until the delayed deletion, never the new layout.
-Cleaned segments have offset gaps (removed records), so their offset checks
-only require base offsets to increase.
+headers and one CRC32C per batch, read through :class:`.file_batches.FileBatches`,
+with Python overhead per batch rather than per record: appending, walking
+headers to find an offset, and CRC-checking ranges before they are served.
+Rebuilding a segment after a crash is :mod:`.segment_recovery`; file names are
+:mod:`.segment_files`. Cleaned segments have offset gaps (removed records), so
+their offset checks only require base offsets to increase.
 """
 from __future__ import annotations
 
 import logging
 import os
-from bisect import bisect_right
 from typing import Iterator, NamedTuple
 
-from .batch_header import HEADER_SIZE, LOG_OVERHEAD, MAGIC, crc_matches, framing_error, header_at, named, parse_header
+from .batch_header import HEADER_SIZE, LOG_OVERHEAD, named, parse_header
 from .errors import CorruptRecordError
 from .file_batches import HEADER_WINDOW, SCAN_CHUNK, FileBatches
-from .index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
+from .index import OffsetIndex, TimeIndex
+from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_stem
 from .sync import fsync_path
+from .verified_ranges import VerifiedRanges
 
 log = logging.getLogger(__name__)
-
-LOG_SUFFIX = ".log"
-INDEX_SUFFIX = ".index"
-TIMEINDEX_SUFFIX = ".timeindex"
-
-_UNACKED = 1 << 63  # "every offset is acknowledged"
-
-
-GENERATION_MARK = "-c"
-
-
-def segment_name(base_offset: int) -> str:
-    return f"{base_offset:020d}"
-
-
-def segment_stem(base_offset: int, generation: int = 0) -> str:
-    """File name without suffix: the base offset, plus ``-c<generation>`` for cleaned segments."""
-    name = segment_name(base_offset)
-    return name if generation == 0 else f"{name}{GENERATION_MARK}{generation}"
-
-
-def parse_segment_name(filename: str, suffix: str = LOG_SUFFIX) -> int | None:
-    """Base offset encoded in a (never cleaned) segment file name, or None if it is not one."""
-    parsed = parse_segment_file(filename, suffix)
-    return parsed[0] if parsed is not None and parsed[1] == 0 else None
-
-
-def parse_segment_file(filename: str, suffix: str = LOG_SUFFIX) -> tuple[int, int] | None:
-    """``(base offset, generation)`` of a segment file name, or None if it is not one."""
-    if not filename.endswith(suffix):
-        return None
-    stem = filename[: -len(suffix)]
-    base, mark, generation = stem.partition(GENERATION_MARK)
-    if len(base) != 20 or not (base.isascii() and base.isdigit()):
-        return None
-    if not mark:
-        return int(base), 0
-    if not (generation.isascii() and generation.isdigit()) or generation.startswith("0"):
-        return None
-    return int(base), int(generation)
 
 
 class FileSlice(NamedTuple):
@@ -104,76 +59,6 @@ class BatchRef(NamedTuple):
     fields: tuple | None
 
 
-class ScanOutcome:
-    """What a full scan of a segment found; applied by :meth:`Segment.apply_scan`."""
-
-    __slots__ = (
-        "index", "timeindex", "valid_end", "next_offset", "max_timestamp", "offset_of_max",
-        "corrupt", "holes", "truncate_at", "truncate_reason", "batches", "verified", "checked_crc",
-    )
-
-    def __init__(self) -> None:
-        self.valid_end = 0
-        self.next_offset = 0
-        self.max_timestamp = -1
-        self.offset_of_max = -1
-        self.corrupt: list[CorruptBatch] = []
-        self.holes: dict[int, tuple[int, int]] = {}
-        self.truncate_at: int | None = None
-        self.truncate_reason = ""
-        self.batches = 0
-        self.verified: list[tuple[int, int]] = []
-        self.checked_crc = False
-
-
-class _Ranges:
-    """Disjoint sorted byte ranges: the parts of a file already CRC-checked."""
-
-    __slots__ = ("_starts", "_ends")
-
-    def __init__(self) -> None:
-        self._starts: list[int] = []
-        self._ends: list[int] = []
-
-    def add(self, start: int, end: int) -> None:
-        if end <= start:
-            return
-        i = bisect_right(self._ends, start - 1)  # first range ending at/after start
-        j = i
-        while j < len(self._starts) and self._starts[j] <= end:
-            start = min(start, self._starts[j])
-            end = max(end, self._ends[j])
-            j += 1
-        self._starts[i:j] = [start]
-        self._ends[i:j] = [end]
-
-    def missing(self, start: int, end: int) -> list[tuple[int, int]]:
-        gaps = []
-        i = bisect_right(self._ends, start)
-        cur = start
-        while cur < end and i < len(self._starts):
-            s, e = self._starts[i], self._ends[i]
-            if s >= end:
-                break
-            if s > cur:
-                gaps.append((cur, s))
-            cur = max(cur, e)
-            i += 1
-        if cur < end:
-            gaps.append((cur, end))
-        return gaps
-
-    def truncate(self, end: int) -> None:
-        while self._starts and self._starts[-1] >= end:
-            self._starts.pop()
-            self._ends.pop()
-        if self._ends and self._ends[-1] > end:
-            self._ends[-1] = end
-
-    def covered(self) -> int:
-        return sum(e - s for s, e in zip(self._starts, self._ends))
-
-
 class Segment:
     """A ``.log`` file plus indexes; the log serialises all calls that mutate it."""
 
@@ -208,8 +93,8 @@ class Segment:
         self.torn = False  # a failed append could not be cut back off the file
         self.corrupt: dict[int, CorruptBatch] = {}
         self.holes: dict[int, tuple[int, int]] = {}  # position -> (resume position, resume offset)
-        self.verified = _Ranges()
-        self._bytes_since_index = 0
+        self.verified = VerifiedRanges()
+        self.bytes_since_index = 0
         self._fd: int | None = None
 
     # -- file handling ------------------------------------------------------
@@ -304,11 +189,11 @@ class Segment:
             if max_ts > self.max_timestamp:
                 self.max_timestamp = max_ts
                 self.offset_of_max = base
-            if self._bytes_since_index > interval:
+            if self.bytes_since_index > interval:
                 self.index.append(base, position + bpos)
                 self.timeindex.maybe_append(self.max_timestamp, self.offset_of_max)
-                self._bytes_since_index = 0
-            self._bytes_since_index += size
+                self.bytes_since_index = 0
+            self.bytes_since_index += size
             self.next_offset = last + 1
         self.size = position + total
         self.verified.add(position, self.size)  # validated before the write
@@ -476,194 +361,8 @@ class Segment:
         self.index, self.timeindex = index, timeindex
         if entry is not None:
             self.max_timestamp, self.offset_of_max = entry
-        self._bytes_since_index = self.size - start_pos if index.last_entry else self.size
+        self.bytes_since_index = self.size - start_pos if index.last_entry else self.size
         return True
-
-    def scan(self, *, check_crc: bool, acked_before: int = _UNACKED, is_last: bool = True) -> ScanOutcome:
-        """Walk the whole file, rebuilding indexes, and decide what to keep.
-
-        A bad batch at an offset >= ``acked_before`` (not flushed, so never
-        acknowledged as durable) ends the valid data: everything from it on is
-        a torn or corrupt tail to truncate. A bad batch below it is reported and
-        kept; if its framing is broken the walk resynchronises on the next
-        CRC-valid batch so later acknowledged data stays readable.
-        """
-        out = ScanOutcome()
-        out.checked_crc = check_crc
-        out.index = OffsetIndex(self.index_path, self.base_offset, self.index_bytes)
-        out.timeindex = TimeIndex(self.timeindex_path, self.base_offset, self.index_bytes)
-        end = self.file_size()
-        out.next_offset = self.base_offset
-        state = [0, -1, -1]  # bytes since the last index entry, max timestamp, its batch offset
-        position = 0
-        expected = self.base_offset  # -1: accept any base offset (after a damaged batch)
-        run_start: int | None = 0  # start of the current run of CRC-checked good batches
-
-        def close_run(upto: int) -> None:
-            if check_crc and run_start is not None and upto > run_start:
-                out.verified.append((run_start, upto))
-
-        saved_holes = self.holes
-        self.holes = {}  # rediscover holes instead of trusting old ones
-        try:
-            while True:
-                position, expected = self._good_run(out, state, position, end, expected, check_crc)
-                if position >= end:
-                    break
-                # The fast loop stopped on something: classify it with the careful walker.
-                ref, kind, reason = next(
-                    self.walk(position, end, expected=None if expected < 0 else expected, check_crc=check_crc)
-                )
-                if kind is None:  # nothing wrong after all (defensive; the fast loop is stricter)
-                    self._account(out, state, ref)
-                    position, expected = ref.position + ref.size, ref.last_offset + 1
-                    continue
-                close_run(ref.position)
-                run_start = None
-                bad_offset = out.next_offset  # the first offset not yet accounted for
-                if bad_offset >= acked_before:
-                    out.truncate_at = ref.position
-                    out.truncate_reason = reason or kind
-                    break
-                bad = CorruptBatch(self.path, ref.position, bad_offset, reason or kind)
-                out.corrupt.append(bad)
-                log.error("corrupt batch in %s at position %d (offset %d): %s", self.path, ref.position, bad_offset, bad.reason)
-                if kind == "framing":
-                    resume = self._resync(ref.position, end, bad_offset)
-                    if resume is None:
-                        if is_last:
-                            out.truncate_at = ref.position
-                            out.truncate_reason = f"{reason}; no valid batch follows, so the tail is unreadable"
-                        else:
-                            out.holes[ref.position] = (end, -1)  # the log sets the resume offset
-                        break
-                    out.holes[ref.position] = resume
-                    position, expected = resume
-                else:  # damaged content or offset, usable framing: keep going after it
-                    out.next_offset = max(out.next_offset, ref.last_offset + 1)
-                    position = ref.position + ref.size
-                    expected = ref.last_offset + 1 if kind == "offset" else -1
-                run_start = position
-                out.valid_end = position
-            close_run(out.valid_end)
-        finally:
-            self.holes = saved_holes
-        max_ts, off_max = state[1], state[2]
-        if max_ts >= 0:
-            out.timeindex.maybe_append(max_ts, off_max)
-        out.max_timestamp, out.offset_of_max = max_ts, off_max
-        return out
-
-    def _account(self, out: ScanOutcome, state: list[int], ref: BatchRef) -> None:
-        if ref.max_timestamp > state[1]:
-            state[1], state[2] = ref.max_timestamp, ref.base_offset
-        if state[0] > self.index_interval:
-            out.index.append(ref.base_offset, ref.position)
-            out.timeindex.maybe_append(state[1], state[2])
-            state[0] = 0
-        state[0] += ref.size
-        out.next_offset = ref.last_offset + 1
-        out.valid_end = ref.position + ref.size
-        out.batches += 1
-
-    def _good_run(
-        self, out: ScanOutcome, state: list[int], position: int, end: int, expected: int, check_crc: bool
-    ) -> tuple[int, int]:
-        """Consume consecutive sound batches from ``position`` as fast as Python allows.
-
-        This is recovery's hot loop: one ``preadv`` per 8 MiB, then per batch one
-        header unpack and one C-speed CRC over a memoryview, no allocations
-        beyond that. It stops at the first batch it does not like and returns
-        ``(position, expected offset)`` there; :meth:`scan` then lets the
-        careful walker say what is wrong.
-        """
-        reader = FileBatches(self.fd, end, SCAN_CHUNK)
-        index_append = out.index.append
-        time_append = out.timeindex.maybe_append
-        interval = self.index_interval
-        since, max_ts, off_max = state
-        gaps_ok = self.compacted  # cleaned segments: base offsets only have to increase
-        batches = 0
-        try:
-            for position, h in reader.walk(position, end, check_crc=check_crc):
-                base, length, _epoch, _magic, _crc, _attributes, delta, _bts, batch_max_ts, _pid, _pep, _seq, _count = h
-                if expected >= 0 and (base < expected if gaps_ok else base != expected):
-                    break
-                if batch_max_ts > max_ts:
-                    max_ts, off_max = batch_max_ts, base
-                if since > interval:
-                    index_append(base, position)
-                    time_append(max_ts, off_max)
-                    since = 0
-                size = length + LOG_OVERHEAD
-                since += size
-                expected = base + delta + 1
-                position += size
-                batches += 1
-        finally:
-            reader.close()
-        state[:] = [since, max_ts, off_max]
-        if batches:
-            out.batches += batches
-            out.next_offset = expected
-            out.valid_end = position
-        return position, expected
-
-    def _resync(self, bad_position: int, end: int, min_offset: int) -> tuple[int, int] | None:
-        """Find the next position after ``bad_position`` holding a CRC-valid batch.
-
-        Only used for broken framing in acknowledged data: the magic byte sits
-        16 bytes into a header, so candidates are found with ``find`` and then
-        confirmed by length, offset plausibility and a full CRC.
-        """
-        fd = self.fd
-        window = SCAN_CHUNK
-        pos = bad_position + 1
-        magic_byte = bytes([MAGIC])
-        while pos < end - HEADER_SIZE + 1:
-            chunk = os.pread(fd, min(window + HEADER_SIZE, end - pos), pos)
-            if len(chunk) < HEADER_SIZE:
-                return None
-            i = chunk.find(magic_byte, 16)
-            while i != -1 and i - 16 + HEADER_SIZE <= len(chunk):
-                cand = pos + i - 16
-                h = header_at(chunk, i - 16)
-                lod, count = h.last_offset_delta, h.record_count
-                if (
-                    framing_error(h, end - cand) is None
-                    and min_offset <= h.base_offset < min_offset + MAX_RELATIVE_OFFSET
-                    and 0 <= lod
-                    and 0 <= count <= lod + 1
-                ):
-                    data = os.pread(fd, h.size, cand)
-                    if len(data) == h.size and crc_matches(data, 0, h):
-                        return cand, h.base_offset
-                i = chunk.find(magic_byte, i + 1)
-            pos += window
-        return None
-
-    def apply_scan(self, out: ScanOutcome) -> int:
-        """Adopt a scan: truncate a bad tail, install rebuilt indexes. Returns bytes cut."""
-        cut = 0
-        if out.truncate_at is not None:
-            cut = self.file_size() - out.truncate_at
-            os.ftruncate(self.fd, out.truncate_at)
-            self.size = out.truncate_at
-            out.holes = {p: r for p, r in out.holes.items() if p < out.truncate_at}
-        else:
-            self.size = self.file_size()
-        self.index, self.timeindex = out.index, out.timeindex
-        self.next_offset = out.next_offset
-        self.max_timestamp, self.offset_of_max = out.max_timestamp, out.offset_of_max
-        self.holes = dict(out.holes)
-        self.corrupt = {c.position: c for c in out.corrupt if c.position < self.size}
-        self.verified = _Ranges()
-        for s, e in out.verified:
-            self.verified.add(s, min(e, self.size))
-        last = self.index.last_entry
-        self._bytes_since_index = self.size - last[1] if last else self.size
-        self.write_indexes(rewrite=True)
-        return cut
 
     def read_rolling_base(self, now_ms: int) -> None:
         """After a restart, time segment.ms from the first batch's timestamp (as Kafka does)."""

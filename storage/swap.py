@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 from .atomic import atomic_write
 from .errors import CorruptRecordError
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX
+from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX
 from .sync import fsync_dir
 
 log = logging.getLogger(__name__)

@@ -50,6 +50,12 @@ def error_message(exc: BaseException) -> str:
     return text[0] if text else type(cause).__name__
 
 
+def record_errors(exc: BaseException) -> list[dict]:
+    """Produce v8+ ``record_errors`` for an append refused because of named records (KIP-467)."""
+    cause = getattr(exc, "cause", None) or exc
+    return [{"batch_index": i, "batch_index_error_message": m} for i, m in getattr(cause, "record_errors", ())]
+
+
 def is_stale_route(exc: BaseException) -> bool:
     """True when the cached handle may point at an actor that no longer serves the partition."""
     import ray

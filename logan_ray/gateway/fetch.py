@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import struct
 import time
 from typing import TYPE_CHECKING, Any
 
 from logan_ray.protocol import errors as codes
+from logan_ray.storage.file_batches import next_offset_after
 
 from .cluster import Partition, error_code, error_message, ignore_outcome, is_stale_route
 from .meta import leader_endpoints
@@ -101,8 +100,6 @@ async def _locate(gw: GatewayContext, slot: _Slot, max_bytes: int, max_wait_ms: 
 # fresh one; if it is empty or too small for min_bytes, a normal locate follows.
 _AHEAD = "fetch_ahead"
 AHEAD_WALK_MAX = 64  # batch headers read to find where the answer ends
-_BATCH_HEAD = struct.Struct(">qi")
-_LAST_DELTA = struct.Struct(">i")
 
 
 async def _take_ahead(ahead: dict, slot: _Slot, max_bytes: int, min_bytes: int):
@@ -124,21 +121,7 @@ async def _take_ahead(ahead: dict, slot: _Slot, max_bytes: int, min_bytes: int):
 
 def _next_offset(ranges: "FileRanges") -> int | None:
     """Offset after the last batch served (reads a few batch headers), or None if too many."""
-    last = None
-    reads = 0
-    for fd, position, length in ranges.ranges:
-        pos, end = position, position + length
-        while pos < end:
-            reads += 1
-            if reads > AHEAD_WALK_MAX:
-                return None
-            head = os.pread(fd, 27, pos)
-            if len(head) < 27:
-                return None
-            base, size = _BATCH_HEAD.unpack_from(head, 0)
-            last = base + _LAST_DELTA.unpack_from(head, 23)[0]
-            pos += 12 + size
-    return None if last is None else last + 1
+    return next_offset_after(ranges.ranges, AHEAD_WALK_MAX)
 
 
 def _read_ahead(conn: "Connection", slot: _Slot, max_bytes: int) -> None:

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from logan_ray.protocol import errors as codes
+from logan_ray.storage.batch_header import MAGIC, MAGIC_AT, iter_headers
 
-from .cluster import error_code, error_message, is_stale_route
+from .cluster import error_code, error_message, is_stale_route, record_errors
 from .meta import leader_endpoints
 from .handler import GatewayContext, HandlerTable
 
@@ -41,12 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("logan_ray.gateway")
 
 _QUEUES = "produce_queues"
-MAGIC_AT = 16  # byte offset of the magic in a record batch (and in a v0/v1 message)
 MERGE_MAX_BYTES = 16 << 20
-_HEAD = struct.Struct(">qi")  # base offset, batch length
-_I32 = struct.Struct(">i")
-_PRODUCER_ID = struct.Struct(">q")
-_LAST_OFFSET_DELTA_AT, _PRODUCER_ID_AT, HEADER_SIZE = 23, 43, 61
 
 
 def _result(index: int, code: int, message: str | None = None, base_offset: int = -1,
@@ -64,17 +59,13 @@ def _not_leader(index: int, name: str, part: Any) -> dict:
 
 def _plain_records(data: Any) -> int | None:
     """Offsets taken by well-framed, non-idempotent batches; None when the data must go alone."""
-    total, pos, end = 0, 0, len(data)
-    while pos < end:
-        if end - pos < HEADER_SIZE:
+    total = end = 0
+    for pos, h in iter_headers(data):
+        if h.producer_id >= 0:
             return None
-        _, length = _HEAD.unpack_from(data, pos)
-        size = 12 + length
-        if length <= 0 or pos + size > end or _PRODUCER_ID.unpack_from(data, pos + _PRODUCER_ID_AT)[0] >= 0:
-            return None
-        total += _I32.unpack_from(data, pos + _LAST_OFFSET_DELTA_AT)[0] + 1  # as the log advances
-        pos += size
-    return total
+        total += h.last_offset_delta + 1  # as the log advances
+        end = pos + h.size
+    return total if end == len(data) else None
 
 
 class _Item:
@@ -148,7 +139,7 @@ async def _append_group(gw: GatewayContext, name: str, index: int, group: list[_
             for item in group:  # find out which request was bad: one at a time, in order
                 out += await _append_group(gw, name, index, [item])
             return out
-        return [_result(index, error_code(e), error_message(e)) for _ in group]
+        return [{**_result(index, error_code(e), error_message(e)), "record_errors": record_errors(e)} for _ in group]
     out = []
     for item in group:
         out.append(_result(index, codes.NONE, None, base, append_time, log_start))
@@ -201,7 +192,7 @@ async def produce(gw: GatewayContext, conn: "Connection", header: Any, body: dic
             elif data is None or len(data) == 0:
                 waits.append((slot, _done(_result(index, codes.INVALID_RECORD,
                                                   "produce request holds no record batches"))))
-            elif version < 3 and (len(data) <= MAGIC_AT or data[MAGIC_AT] != 2):
+            elif version < 3 and (len(data) <= MAGIC_AT or data[MAGIC_AT] != MAGIC):
                 waits.append((slot, _done(_result(index, codes.UNSUPPORTED_FOR_MESSAGE_FORMAT,
                                                   "message format v0/v1 is not supported; use record batches"))))
             else:
