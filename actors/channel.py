@@ -19,7 +19,8 @@ Wire format (both directions): ``>I`` length of the rest, ``>I`` length of a
 msgpack header, the header, then an optional raw payload. A request header is
 ``[id, method, args, has_payload]`` (the payload, when present, is the last
 argument: record batches travel without being re-encoded); a reply header is
-``[id, 0, result]`` or ``[id, 1, [error type, message, kafka error code]]``.
+``[id, 0, result]`` or ``[id, 1, [error type, message, kafka error code, record errors]]``
+(record errors: ``[[index in batch, message], ...]``, see ``InvalidRecordError``).
 """
 from __future__ import annotations
 
@@ -49,10 +50,11 @@ NOT_LEADER_OR_FOLLOWER = 6
 class ChannelError(Exception):
     """An error raised by the partition actor, carried over the channel with its Kafka error code."""
 
-    def __init__(self, kind: str, message: str, code: int) -> None:
+    def __init__(self, kind: str, message: str, code: int, record_errors: tuple = ()) -> None:
         super().__init__(message)
         self.kind = kind
         self.code = code
+        self.record_errors = tuple((int(i), str(m)) for i, m in record_errors)
 
 
 class ChannelClosedError(ChannelError):
@@ -246,7 +248,8 @@ class _ServerProtocol(asyncio.BufferedProtocol):
                 args = [*args, payload if payload is not None else b""]
             reply = [req_id, 0, await fn(*args)]
         except Exception as e:
-            reply = [req_id, 1, [type(e).__name__, str(e), int(getattr(e, "code", -1))]]
+            reply = [req_id, 1, [type(e).__name__, str(e), int(getattr(e, "code", -1)),
+                                 [list(r) for r in getattr(e, "record_errors", ())]]]
         if self._transport is not None and not self._transport.is_closing():
             self._transport.write(encode_frame(reply)[0])
 
@@ -382,8 +385,8 @@ class ChannelClient:
         if status == 0:
             fut.set_result(result)
         else:
-            kind, message, code = result
-            fut.set_exception(ChannelError(kind, message, code))
+            kind, message, code, *record_errors = result
+            fut.set_exception(ChannelError(kind, message, code, *record_errors))
 
     def _lost(self, reason: str) -> None:
         if not self.closed:

@@ -27,9 +27,10 @@ from typing import Any
 import ray
 from ray.util import metrics
 
-from logan_ray.storage.compaction import DEFAULT_MAP_BYTES, CleanResult, clean, describe, discard, dirty_stats
+from logan_ray.storage.cleanable import dirty_stats
+from logan_ray.storage.compaction import DEFAULT_MAP_BYTES, CleanResult, clean, describe, discard
 
-from .partition import NAMESPACE
+from .names import NAMESPACE, ROUTER_NAME, cleaner_name
 
 log = logging.getLogger("logan_ray.cleaner")
 
@@ -37,10 +38,6 @@ DEFAULT_INTERVAL_S = 15.0  # Kafka's log.cleaner.backoff.ms
 MAX_PASSES = 50  # per on-demand call; each pass covers what the offset map holds
 _TAGS = ("topic", "partition")
 _DURATION_BOUNDARIES = [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300]
-
-
-def cleaner_name(node_id: str) -> str:
-    return f"cleaner-{node_id}"
 
 
 class CleanerMetrics:
@@ -179,8 +176,6 @@ class CleanerActor:
 
     def _router_handle(self):
         if self._router is None:
-            from .router import ROUTER_NAME
-
             self._router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
         return self._router
 

@@ -1,7 +1,7 @@
 """GroupCoordinatorActor: consumer groups and committed offsets for the whole cluster.
 
 One detached, named async actor hosts the classic group state machine
-(:mod:`logan_ray.groups.state`). Its methods take and return the Kafka
+(:mod:`logan_ray.groups.coordinator`). Its methods take and return the Kafka
 protocol's request/response bodies as dicts, so the Kafka gateway's handlers are
 one call each, and the Python API's group members speak the very same protocol
 (Python apps and Kafka clients can share a group).
@@ -28,19 +28,19 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from logan_ray.errors import TopicExistsError
+from logan_ray.common.errors import TopicExistsError
 from logan_ray.groups import OFFSETS_TOPIC, offsets_log
-from logan_ray.groups.state import Coordinator, GroupConfig
+from logan_ray.groups.coordinator import Coordinator
+from logan_ray.groups.core import GroupConfig
 from logan_ray.protocol import errors as E
 from logan_ray.storage.batch_header import iter_headers
 from logan_ray.storage.records import decode_batch
 
 from .group_metrics import GroupMetrics
-from .partition import NAMESPACE
+from .names import COORDINATOR_NAME, NAMESPACE, ROUTER_NAME
 
 log = logging.getLogger("logan_ray.groups")
 
-COORDINATOR_NAME = "group-coordinator"
 OFFSETS_PARTITIONS = 8
 REPLAY_CHUNK = 8 << 20
 TOPIC_CACHE_S = 5.0
@@ -90,8 +90,6 @@ class GroupCoordinatorActor:
         await asyncio.shield(self._load_task)
 
     async def _router(self):
-        from .router import ROUTER_NAME
-
         return ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
 
     async def _route_offsets_topic(self, create: bool = False) -> None:

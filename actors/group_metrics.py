@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ray.util import metrics
 
-from logan_ray.groups.state import STATES
+from logan_ray.groups.group import STATES
 
 _G = ("group",)
 _GP = ("group", "topic", "partition")

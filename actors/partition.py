@@ -26,19 +26,15 @@ from logan_ray.storage.producer_state import DEFAULT_EXPIRATION_MS, OutOfOrderSe
 from .channel import ChannelServer, serve_channel
 from .group_commit import GroupCommit
 from .metrics import PartitionMetrics
+from .names import NAMESPACE
 from .topic_names import is_internal, refuse_internal
 
 log = logging.getLogger("logan_ray.partition")
 
-NAMESPACE = "logan_ray"
 SEQUENCE_WAIT_S = 5.0  # how long a batch that arrived early waits for its predecessor
 
 
 CONFIG_LOAD_TIMEOUT_S = 120.0  # a restarting router answers once it has re-read its metadata
-
-
-def actor_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
 
 
 def load_topic_config(router_name: str, topic: str, partition: int, topic_id: str) -> dict[str, Any]:
@@ -117,9 +113,10 @@ class PartitionActor:
         started = time.perf_counter()
         located = list(iter_headers(data))
         if not internal:
-            compacted = self._log.config.compacts
+            config = self._log.config
+            compacted, window = config.compacts, config.timestamp_window(int(time.time() * 1000))
             for i, (pos, h) in enumerate(located):
-                check_client_batch(data, pos, h, compacted, f"batch {i} at byte {pos} of {len(data)}")
+                check_client_batch(data, pos, h, compacted, f"batch {i} at byte {pos} of {len(data)}", window)
         headers = [h for _, h in located]
         if any(h.producer_id >= 0 and h.base_sequence >= 0 for h in headers):
             result = await self._append_idempotent(data, headers)

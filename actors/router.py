@@ -27,8 +27,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from logan_ray.errors import (
-    InvalidConfigError,
+from logan_ray.common.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     LeaderNotAvailableError,
@@ -39,14 +38,16 @@ from logan_ray.errors import (
 from logan_ray.storage.atomic import atomic_write
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.dir_lock import DataDirLock
+from logan_ray.storage.errors import InvalidConfigError
 from logan_ray.storage.partition_dir import delete_partition_dir, sweep_deleted
 
-from .partition import NAMESPACE, actor_name, partition_actor_class
+from .names import NAMESPACE, ROUTER_NAME, actor_name, cleaner_name
+from .partition import partition_actor_class
+from .security_meta import SecurityMetadata
 from .topic_names import refuse_internal, validate_topic_name
 
 log = logging.getLogger("logan_ray.router")
 
-ROUTER_NAME = "router"
 METADATA_FILE = "cluster-metadata.json"
 PRODUCER_ID_BLOCK = 1000
 LOCK_WAIT_S = 5.0  # a router restarted after SIGKILL waits this long for its predecessor's lock to drop
@@ -57,7 +58,7 @@ DELETE_TIMEOUT_S = 60.0
 LEGACY_TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6761-6e2d-7261-792d-746f70696373")
 
 
-class RouterActor:
+class RouterActor(SecurityMetadata):
     def __init__(self, data_dir: str, *, auto_create_topics: bool = True, num_partitions: int = 1,
                  topic_defaults: dict[str, Any] | None = None, maintenance_interval_s: float = 300.0,
                  cleaner_interval_s: float = 15.0) -> None:
@@ -317,7 +318,7 @@ class RouterActor:
         """The log cleaner of a node (one per node: it reads that node's segment files)."""
         handle = self._cleaners.get(node_id)
         if handle is None:
-            from .cleaner import cleaner_actor_class, cleaner_name
+            from .cleaner import cleaner_actor_class
 
             handle = cleaner_actor_class().options(
                 name=cleaner_name(node_id), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from logan_ray.errors import InvalidTopicError
+from logan_ray.common.errors import InvalidTopicError
 
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")

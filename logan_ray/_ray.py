@@ -9,9 +9,8 @@ from typing import Any
 
 import ray
 
+from .actors.names import NAMESPACE  # noqa: F401  (re-exported for the client side)
 from .errors import LoganError, NotRunningError, RequestTimedOutError
-
-NAMESPACE = "logan_ray"
 
 
 def get(refs: Any, timeout: float | None = None) -> Any:

@@ -1,10 +1,33 @@
 """Every typed error a logan-ray user can catch, in one place.
 
-Storage errors are defined next to the code that raises them (``logan_ray.storage``
-imports nothing of Ray or of this package) and re-exported here.
+This is the public face of errors; each is defined once, below the layers that
+raise it: storage's next to the code that raises them (``logan_ray.storage``
+imports nothing of Ray or of this package), the others in
+``logan_ray.common.errors`` (shared by the Ray actors and the public face).
 """
 from __future__ import annotations
 
+from logan_ray.common.errors import (  # noqa: F401  (re-exported)
+    CommitFailedError,
+    DuplicateSequenceError,
+    FencedInstanceIdError,
+    GroupError,
+    GroupIdNotFoundError,
+    InconsistentGroupProtocolError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    LeaderNotAvailableError,
+    NonEmptyGroupError,
+    NotRunningError,
+    RebalanceInProgressError,
+    RequestTimedOutError,
+    SerializationError,
+    TopicExistsError,
+    UnknownPartitionError,
+    UnknownTopicError,
+)
+from logan_ray.storage.dir_lock import DataDirLockedError  # noqa: F401  (re-exported)
 from logan_ray.storage.errors import (  # noqa: F401  (re-exported)
     CorruptRecordError,
     InvalidConfigError,
@@ -18,120 +41,6 @@ from logan_ray.storage.errors import (  # noqa: F401  (re-exported)
     RecordTooLargeError,
     UnsupportedCompressionError,
 )
-from logan_ray.storage.dir_lock import DataDirLockedError  # noqa: F401  (re-exported)
-
-
-class UnknownTopicError(LoganError):
-    """The topic does not exist (and auto-create is off or not applicable)."""
-
-    code = 3  # UNKNOWN_TOPIC_OR_PARTITION
-
-
-class UnknownPartitionError(LoganError):
-    """The topic exists but has no such partition."""
-
-    code = 3  # UNKNOWN_TOPIC_OR_PARTITION
-
-
-class InvalidTopicError(LoganError):
-    """A topic name breaks Kafka's rules."""
-
-    code = 17  # INVALID_TOPIC_EXCEPTION
-
-
-class TopicExistsError(LoganError):
-    code = 36  # TOPIC_ALREADY_EXISTS
-
-
-class InvalidPartitionsError(LoganError):
-    code = 37  # INVALID_PARTITIONS
-
-
-class InvalidReplicationFactorError(LoganError):
-    code = 38  # INVALID_REPLICATION_FACTOR
-
-
-class LeaderNotAvailableError(LoganError):
-    """The partition's node is gone: its log lives there and nowhere else, so it waits for that node.
-
-    ``node_id``/``node_ip`` name the awaited node. Retriable: it is served again once the node returns.
-    """
-
-    code = 5  # LEADER_NOT_AVAILABLE
-    retriable = True
-
-    def __init__(self, message: str = "", node_id: str | None = None, node_ip: str | None = None) -> None:
-        super().__init__(message)
-        self.node_id = node_id
-        self.node_ip = node_ip
-
-    def __reduce__(self):  # keep the node through Ray's pickling
-        return (type(self), (str(self), self.node_id, self.node_ip))
-
-
-class RequestTimedOutError(LoganError):
-    code = 7  # REQUEST_TIMED_OUT
-    retriable = True
-
-
-class NotRunningError(LoganError):
-    """No logan-ray broker is reachable on the Ray cluster."""
-
-
-class OutOfOrderSequenceError(LoganError):
-    code = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
-
-
-class DuplicateSequenceError(LoganError):
-    code = 46  # DUPLICATE_SEQUENCE_NUMBER
-
-
-class SerializationError(LoganError):
-    """A key or value could not be (de)serialized by the chosen serializer."""
-
-
-# ------------------------------------------------------------ consumer groups
-class GroupError(LoganError):
-    """A consumer-group request failed; ``code`` is the Kafka error code the coordinator returned."""
-
-    code = -1
-
-    def __init__(self, message: str = "", code: int | None = None) -> None:
-        super().__init__(message)
-        if code is not None:
-            self.code = code
-
-
-class CommitFailedError(GroupError):
-    """The commit was refused because the group rebalanced (stale generation, unknown member);
-    the partitions may now belong to another member, so the records will be seen again there."""
-
-
-class RebalanceInProgressError(GroupError):
-    code = 27  # REBALANCE_IN_PROGRESS
-    retriable = True
-
-
-class FencedInstanceIdError(GroupError):
-    """Another consumer with the same ``group_instance_id`` took this one's place."""
-
-    code = 82  # FENCED_INSTANCE_ID
-
-
-class InconsistentGroupProtocolError(GroupError):
-    """The group's members share no assignment strategy (or use another protocol type)."""
-
-    code = 23  # INCONSISTENT_GROUP_PROTOCOL
-
-
-class GroupIdNotFoundError(GroupError):
-    code = 69  # GROUP_ID_NOT_FOUND
-
-
-class NonEmptyGroupError(GroupError):
-    """The group still has members (delete it or reset its offsets once they are gone)."""
-
-    code = 68  # NON_EMPTY_GROUP
-
+from logan_ray.storage.producer_state import InvalidProducerEpochError, OutOfOrderSequenceError  # noqa: F401
 
 __all__ = [name for name in dir() if name.endswith("Error")]

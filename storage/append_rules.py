@@ -11,34 +11,50 @@ INVALID_RECORD at produce time instead of dropping them later). Transactional
 batches are refused too until logan-ray has transactions: accepting them would
 expose records of transactions nobody can commit or abort.
 
-Only compacted topics pay for looking inside a batch (decompressing it, bounded
-by ``compression.MAX_DECOMPRESSED_BYTES``); other topics are checked from the
-batch header alone.
+On CreateTime topics with ``message.timestamp.before.max.ms`` / ``after.max.ms``
+(or the older ``difference.max.ms``) set, every record's timestamp must lie in
+the window around the broker's clock, else INVALID_TIMESTAMP, as Kafka's
+LogValidator checks it.
+
+Only compacted topics and topics with a timestamp window pay for looking inside a
+batch (decompressing it, bounded by ``compression.MAX_DECOMPRESSED_BYTES``); other
+topics are checked from the batch header alone.
 """
 from __future__ import annotations
 
 from .batch_header import BatchHeader, Buffer
-from .errors import CorruptRecordError, InvalidRecordError, InvalidTxnStateError
-from .records import iter_batch_records_raw
+from .errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError, InvalidTxnStateError
+from .raw_records import iter_batch_records_raw
 
 
-def check_client_batch(buf: Buffer, pos: int, h: BatchHeader, compacted: bool, where: str = "batch") -> None:
+def check_client_batch(buf: Buffer, pos: int, h: BatchHeader, compacted: bool, where: str = "batch",
+                       window: tuple[int, int] | None = None) -> None:
     """Raise the error Kafka answers for a batch a client may not append; ``h`` is already validated.
 
-    ``where`` names the batch in the message ("batch 2 at byte 4096 of 9000").
+    ``where`` names the batch in the message ("batch 2 at byte 4096 of 9000"); ``window`` is
+    the topic's :meth:`TopicConfig.timestamp_window` at append time, if any.
     """
     if h.is_control:
         raise InvalidRecordError(f"{where}: clients are not allowed to write control records")
     if h.is_transactional:
         raise InvalidTxnStateError(
             f"{where}: transactional batches are refused: logan-ray does not support transactions yet")
-    if compacted:
-        try:
-            records = iter_batch_records_raw(buf, pos, verify_crc=False)
-        except CorruptRecordError as e:
-            raise CorruptRecordError(f"{where}: {e}") from None
-        for r in records:
-            if r.key is None:
-                raise InvalidRecordError(
-                    f"{where}: compacted topic cannot accept a record without a key "
-                    f"(offset delta {r.offset - h.base_offset})")
+    if not compacted and window is None:
+        return
+    try:
+        records = iter_batch_records_raw(buf, pos, verify_crc=False)
+    except CorruptRecordError as e:
+        raise CorruptRecordError(f"{where}: {e}") from None
+    keyless: list[tuple[int, str]] = []
+    for i, r in enumerate(records):
+        if compacted and r.key is None:
+            keyless.append((i, "Compacted topic cannot accept message without key"))
+        if window is not None and not window[0] <= r.timestamp <= window[1]:
+            raise InvalidTimestampError(
+                f"{where}: timestamp {r.timestamp} of the record at offset delta {r.offset - h.base_offset} "
+                f"is out of range: it must be within [{window[0]}, {window[1]}] "
+                "(message.timestamp.before.max.ms / after.max.ms)")
+    if keyless:
+        raise InvalidRecordError(
+            f"{where}: compacted topic cannot accept a record without a key "
+            f"({len(keyless)} such, the first is record {keyless[0][0]} of the batch)", tuple(keyless))

@@ -24,8 +24,7 @@ Layout (big-endian)::
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Iterator, Union
+from typing import Iterator, NamedTuple, Union
 
 import crc32c as _crc32c
 
@@ -38,6 +37,7 @@ HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the part not counted in batchLength
 CRC_START = 21
 MAGIC = 2
+MAGIC_AT = 16  # where the magic byte sits, in a v2 batch and in a v0/v1 message alike
 
 # attribute bits
 COMPRESSION_MASK = 0x07
@@ -47,6 +47,7 @@ CONTROL_BIT = 0x20
 DELETE_HORIZON_BIT = 0x40
 
 NO_TIMESTAMP = -1
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # a batch's length field counts at least the rest of the header
 
 _OFFSET = struct.Struct(">q")
 _I32 = struct.Struct(">i")
@@ -55,8 +56,13 @@ _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 
 
-@dataclass(frozen=True)
-class BatchHeader:
+class BatchHeader(NamedTuple):
+    """The header fields in wire order: ``BatchHeader._make(HEADER.unpack_from(buf, pos))``.
+
+    A named tuple rather than a dataclass because recovery and cleaning build
+    one per batch: a tuple from ``struct`` costs a fraction of an object.
+    """
+
     base_offset: int
     batch_length: int
     partition_leader_epoch: int
@@ -107,6 +113,20 @@ class BatchHeader:
         return (self.base_sequence + self.last_offset_delta) & 0x7FFFFFFF
 
 
+_unpack = HEADER.unpack_from
+_new = tuple.__new__
+
+
+def named(fields: tuple) -> BatchHeader:
+    """Name a header tuple as ``HEADER.unpack_from`` returns it (hot loops unpack the plain tuple instead)."""
+    return _new(BatchHeader, fields)
+
+
+def header_at(buf: Buffer, pos: int = 0) -> BatchHeader:
+    """The header at ``pos`` without any check (the caller made sure 61 bytes are there)."""
+    return _new(BatchHeader, _unpack(buf, pos))
+
+
 def crc32c(data: Buffer) -> int:
     return _crc32c.crc32c(data)
 
@@ -117,7 +137,7 @@ def parse_header(buf: Buffer, pos: int = 0) -> BatchHeader:
         raise CorruptRecordError(
             f"record batch truncated: {len(buf) - pos} bytes, header needs {HEADER_SIZE}"
         )
-    return BatchHeader(*HEADER.unpack_from(buf, pos))
+    return _new(BatchHeader, _unpack(buf, pos))
 
 
 def peek_size(buf: Buffer, pos: int = 0) -> int:
@@ -127,6 +147,64 @@ def peek_size(buf: Buffer, pos: int = 0) -> int:
 
 def compute_crc(buf: Buffer, pos: int, size: int) -> int:
     return _crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + size])
+
+
+def framing_error(h: BatchHeader, available: int) -> CorruptRecordError | InvalidRecordError | None:
+    """Why the batch whose header is ``h`` cannot be delimited in ``available`` bytes, or None.
+
+    Framing (magic and length) says where the next batch starts; a batch
+    failing it ends any walk, as nothing after it can be found by length.
+    """
+    if h.magic != MAGIC:
+        return InvalidRecordError(f"unsupported record batch magic {h.magic}; only magic 2 (Kafka >= 0.11) is accepted")
+    if h.batch_length < MIN_BATCH_LENGTH:
+        return CorruptRecordError(f"record batch length {h.batch_length} is smaller than the header")
+    if h.batch_length + LOG_OVERHEAD > available:
+        return CorruptRecordError(
+            f"record batch truncated: length field says {h.batch_length + LOG_OVERHEAD} bytes, only {available} present"
+        )
+    return None
+
+
+def crc_matches(buf: Buffer, pos: int, h: BatchHeader) -> bool:
+    """Does the CRC32C stored in ``h`` match the bytes of the (whole, present) batch at ``pos``?"""
+    return _crc32c.crc32c(memoryview(buf)[pos + CRC_START : pos + h.batch_length + LOG_OVERHEAD]) == h.crc
+
+
+def counts_error(h: BatchHeader) -> InvalidRecordError | None:
+    """Why the record count and last offset delta cannot both be true, or None."""
+    count, delta = h.record_count, h.last_offset_delta
+    if count < 0 or delta < 0:
+        return InvalidRecordError(f"record batch has negative record count ({count}) or last offset delta ({delta})")
+    if count == 0 and delta == 0 and not h.attributes & CONTROL_BIT:
+        return InvalidRecordError("record batch has no records")
+    if count > delta + 1:
+        return InvalidRecordError(f"record batch claims {count} records but last offset delta is {delta}")
+    return None
+
+
+def counts_ok(h: BatchHeader) -> bool:
+    """:func:`counts_error` as a fast yes/no for hot loops."""
+    count, delta = h.record_count, h.last_offset_delta
+    return delta >= 0 and 0 <= count <= delta + 1 and (count > 0 or delta > 0 or bool(h.attributes & CONTROL_BIT))
+
+
+def content_error(buf: Buffer, pos: int, h: BatchHeader) -> CorruptRecordError | InvalidRecordError | None:
+    """Why the well-framed batch at ``pos`` is damaged (CRC32C, counts), or None."""
+    if not crc_matches(buf, pos, h):
+        actual = compute_crc(buf, pos, h.size)
+        return CorruptRecordError(f"record batch CRC32C mismatch: stored {h.crc:#010x}, computed {actual:#010x}")
+    return counts_error(h)
+
+
+def batch_error(buf: Buffer, pos: int = 0, end: int | None = None) -> CorruptRecordError | InvalidRecordError | None:
+    """What :func:`validate_batch` would raise for the batch at ``pos``, or None if it is sound."""
+    end = len(buf) if end is None else end
+    avail = end - pos
+    if avail < HEADER_SIZE:
+        return CorruptRecordError(f"record batch truncated: {avail} bytes, header needs {HEADER_SIZE}")
+    h = header_at(buf, pos)
+    return framing_error(h, avail) or content_error(buf, pos, h)
 
 
 def validate_batch(buf: Buffer, pos: int = 0, *, end: int | None = None) -> BatchHeader:
@@ -140,26 +218,20 @@ def validate_batch(buf: Buffer, pos: int = 0, *, end: int | None = None) -> Batc
     avail = end - pos
     if avail < HEADER_SIZE:
         raise CorruptRecordError(f"record batch truncated: {avail} bytes, header needs {HEADER_SIZE}")
-    h = BatchHeader(*HEADER.unpack_from(buf, pos))
-    if h.magic != MAGIC:
-        raise InvalidRecordError(f"unsupported record batch magic {h.magic}; only magic 2 (Kafka >= 0.11) is accepted")
-    if h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
-        raise CorruptRecordError(f"record batch length {h.batch_length} is smaller than the header")
-    if h.size > avail:
-        raise CorruptRecordError(f"record batch truncated: length field says {h.size} bytes, only {avail} present")
-    actual = compute_crc(buf, pos, h.size)
-    if actual != h.crc:
-        raise CorruptRecordError(f"record batch CRC32C mismatch: stored {h.crc:#010x}, computed {actual:#010x}")
-    if h.record_count < 0 or h.last_offset_delta < 0:
-        raise InvalidRecordError(
-            f"record batch has negative record count ({h.record_count}) or last offset delta ({h.last_offset_delta})"
-        )
-    if h.record_count == 0 and not h.is_control and h.last_offset_delta == 0:
-        raise InvalidRecordError("record batch has no records")
-    if h.record_count > h.last_offset_delta + 1:
-        raise InvalidRecordError(
-            f"record batch claims {h.record_count} records but last offset delta is {h.last_offset_delta}"
-        )
+    h = header_at(buf, pos)
+    err = framing_error(h, avail) or content_error(buf, pos, h)
+    if err is not None:
+        raise err
+    return h
+
+
+def framed(buf: Buffer, pos: int = 0, end: int | None = None) -> BatchHeader:
+    """The header at ``pos`` once magic and length say the batch is whole in ``buf[pos:end]`` (no CRC check)."""
+    end = len(buf) if end is None else end
+    h = parse_header(buf, pos)
+    err = framing_error(h, end - pos)
+    if err is not None:
+        raise err
     return h
 
 
@@ -167,11 +239,38 @@ def iter_headers(buf: Buffer, pos: int = 0, end: int | None = None) -> Iterator[
     """Yield ``(position, header)`` for consecutive batches without CRC checks."""
     end = len(buf) if end is None else end
     while end - pos >= HEADER_SIZE:
-        h = BatchHeader(*HEADER.unpack_from(buf, pos))
-        if h.size > end - pos or h.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        h = _new(BatchHeader, _unpack(buf, pos))
+        size = h.batch_length + LOG_OVERHEAD
+        if size > end - pos or h.batch_length < MIN_BATCH_LENGTH:
             return
         yield pos, h
-        pos += h.size
+        pos += size
+
+
+_PREFIX = struct.Struct(">qiibI")  # bytes [0, 21): outside the CRC
+_TAIL = struct.Struct(">hiqqqhii")  # bytes [21, 61): attributes .. recordCount, inside the CRC
+
+
+def encode_batch(
+    records: Buffer,
+    *,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    record_count: int,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """A whole batch: the header for already encoded (and compressed) ``records``, CRC32C included."""
+    tail = _TAIL.pack(attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
+                      base_sequence, record_count)
+    crc = _crc32c.crc32c(records, _crc32c.crc32c(tail))
+    prefix = _PREFIX.pack(base_offset, MIN_BATCH_LENGTH + len(records), partition_leader_epoch, MAGIC, crc)
+    return b"".join((prefix, tail, records))
 
 
 def set_base_offset(buf: bytearray | memoryview, base_offset: int, pos: int = 0) -> None:

@@ -34,39 +34,36 @@ One pass, in Kafka's terms:
   batches are compacted like any other: logan-ray has no transactions yet, so
   there are no aborted records to drop and no marker can be proven obsolete.
 
-The output of each group is ``<stem>.log.cleaned`` plus indexes, fsynced;
-:mod:`.swap` explains how it replaces the old files crash-safely.
+The output of each group is ``<stem>.log.cleaned`` plus indexes, fsynced
+(:mod:`.cleaned_segment`); :mod:`.swap` explains how it replaces the old files
+crash-safely. What may be cleaned is decided in :mod:`.cleanable`, how far
+cleaning got is kept in :mod:`.cleaner_checkpoint`.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, NamedTuple, Sequence
 
-import crc32c as _crc32c
-
-from .atomic import atomic_write
-from .batch_header import CONTROL_BIT, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, TIMESTAMP_TYPE_BIT, BatchHeader
+from .batch_header import CONTROL_BIT, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_BIT, BatchHeader, named
+from .cleanable import CleanView, SegmentView, dirty_stats
+from .cleaned_segment import CleanedSegmentWriter
+from .cleaner_checkpoint import CleanerCheckpoint
 from .compression import NONE, decompress
-from .config import TopicConfig
 from .errors import CorruptRecordError
-from .index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex, fsync_path
+from .file_batches import SCAN_CHUNK, FileBatches
+from .index import MAX_RELATIVE_OFFSET
 from .offset_map import OffsetMap
-from .records import RawRecord, rebuild_batch, scan_records
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_stem
+from .raw_records import RawRecord, rebuild_batch, scan_records
+from .segment_files import segment_stem
 from .swap import PENDING_SUFFIX, committed_stems, discard_pending
+from .sync import fsync_dir
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 DEFAULT_MAP_BYTES = 128 << 20  # Kafka's log.cleaner.dedupe.buffer.size default
-READ_CHUNK = 8 << 20
-WRITE_CHUNK = 4 << 20
-MAX_PASS_HISTORY = 64
-_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 # Crash-test hook: called with a step name at every point where a crash
 # matters ("group-written", "before-manifest", "manifest-written", ...).
@@ -77,173 +74,6 @@ crash_hook: Callable[[str], None] | None = None
 def step(name: str) -> None:
     if crash_hook is not None:
         crash_hook(name)
-
-
-# ----------------------------------------------------------------- checkpoint
-
-
-@dataclass(frozen=True)
-class CleanerCheckpoint:
-    """Where cleaning got to in one partition, persisted in its folder.
-
-    ``clean_offset`` is Kafka's cleaner checkpoint: every offset below it has
-    been through a completed pass. ``passes`` holds ``(clean offset reached,
-    wall-clock ms)`` of recent passes in ascending order, enough to know when
-    each tombstone was first cleaned without touching the batches.
-    """
-
-    clean_offset: int = 0
-    passes: tuple[tuple[int, int], ...] = ()
-
-    def tombstone_horizon(self, now_ms: int, delete_retention_ms: int) -> int:
-        """Tombstones below this offset were first cleaned at least ``delete.retention.ms`` ago."""
-        cutoff = now_ms - delete_retention_ms
-        horizon = 0
-        for end, when in self.passes:
-            if when > cutoff:
-                break
-            horizon = end
-        return min(horizon, self.clean_offset)
-
-    def after_pass(self, end: int, now_ms: int, delete_retention_ms: int) -> "CleanerCheckpoint":
-        """The checkpoint once a pass covering everything below ``end`` is installed."""
-        # Offsets below an existing entry's end were first cleaned at its time; only
-        # offsets past every entry are first cleaned now.
-        passes: list[tuple[int, int]] = []
-        for e, t in self.passes:
-            if e >= end:
-                passes.append((end, t))
-                break
-            passes.append((e, t))
-        else:
-            # One entry per time bucket of delete.retention.ms / (history - 2): a pass in
-            # the same bucket as the last entry extends it and lends it its (later) time,
-            # so tombstones are kept at most one bucket longer, never shorter, and the
-            # history stays bounded however often passes run.
-            bucket = max(1, delete_retention_ms // (MAX_PASS_HISTORY - 2))
-            if passes and passes[-1][1] // bucket == now_ms // bucket and passes[-1][1] <= now_ms:
-                passes[-1] = (end, now_ms)
-            else:
-                passes.append((end, now_ms))
-        cutoff = now_ms - delete_retention_ms
-        # Passes old enough to free their tombstones collapse into one entry.
-        expired = 0
-        while expired < len(passes) and passes[expired][1] <= cutoff:
-            expired += 1
-        if expired > 1:
-            passes = passes[expired - 1:]
-        # A hard cap for when delete.retention.ms shrank: the entry closest in time
-        # to its successor hands it its offsets (kept longer, never shorter).
-        while len(passes) > MAX_PASS_HISTORY:
-            gaps = [passes[i + 1][1] - passes[i][1] for i in range(len(passes) - 1)]
-            del passes[gaps.index(min(gaps))]
-        return CleanerCheckpoint(end, tuple(passes))
-
-    def to_json(self) -> bytes:
-        return json.dumps({"version": 1, "clean_offset": self.clean_offset,
-                           "passes": [list(p) for p in self.passes]}).encode()
-
-    @classmethod
-    def from_json(cls, data: bytes) -> "CleanerCheckpoint":
-        doc = json.loads(data)
-        passes = tuple((int(e), int(t)) for e, t in doc.get("passes", ()))
-        return cls(int(doc["clean_offset"]), passes)
-
-
-def read_checkpoint(directory: str) -> CleanerCheckpoint:
-    """The partition's cleaner checkpoint; a missing or unreadable one means "nothing cleaned yet"."""
-    path = os.path.join(directory, CHECKPOINT_FILE)
-    try:
-        with open(path, "rb") as f:
-            return CleanerCheckpoint.from_json(f.read())
-    except FileNotFoundError:
-        return CleanerCheckpoint()
-    except (ValueError, KeyError, TypeError) as e:
-        log.warning("ignoring unreadable cleaner checkpoint %s: %s", path, e)
-        return CleanerCheckpoint()
-
-
-def write_checkpoint(directory: str, checkpoint: CleanerCheckpoint, *, durable: bool = False) -> None:
-    """Replace the checkpoint (temp file + rename).
-
-    Not fsynced by default, to keep the swap's critical section short: losing
-    it to a power cut only moves cleaning back (the next pass rescans more,
-    tombstones are kept longer), and an unreadable one reads as "nothing
-    cleaned yet". Both are safe.
-    """
-    path = os.path.join(directory, CHECKPOINT_FILE)
-    if durable:
-        atomic_write(path, checkpoint.to_json())
-        return
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(checkpoint.to_json())
-    os.replace(tmp, path)
-
-
-# ------------------------------------------------------------------- the view
-
-
-class SegmentView(NamedTuple):
-    base_offset: int
-    next_offset: int
-    size: int
-    max_timestamp: int
-    path: str
-    generation: int
-    durable: bool  # closed and fsynced
-
-
-class CleanView(NamedTuple):
-    """What a cleaner needs to know about a partition log (picklable, for other processes)."""
-
-    directory: str
-    name: str
-    segments: tuple[SegmentView, ...]  # the last one is the active segment
-    log_start: int
-    log_end: int
-    recovery_point: int
-    config: TopicConfig
-    checkpoint: CleanerCheckpoint
-    now_ms: int  # the log's clock when the view was taken
-
-
-class DirtyStats(NamedTuple):
-    first_dirty: int
-    first_uncleanable: int
-    clean_bytes: int
-    dirty_bytes: int
-    ratio: float  # dirty / (clean + dirty), Kafka's cleanable ratio
-
-
-def first_dirty_offset(view: CleanView) -> int:
-    """The checkpoint, unless it lies outside the log (truncated, deleted records): then the log start."""
-    offset = view.checkpoint.clean_offset
-    if offset < view.log_start or offset > view.log_end:
-        return view.log_start
-    return offset
-
-
-def dirty_stats(view: CleanView, now_ms: int) -> DirtyStats:
-    """How much of the log a pass could clean now, by whole segments."""
-    first_dirty = first_dirty_offset(view)
-    closed = view.segments[:-1]
-    uncleanable = view.segments[-1].base_offset
-    lag = view.config.min_compaction_lag_ms
-    for s in closed:
-        if not s.durable or s.next_offset > view.recovery_point or (lag > 0 and s.max_timestamp > now_ms - lag):
-            uncleanable = s.base_offset
-            break
-    clean = dirty = 0
-    for s in closed:
-        if s.base_offset >= uncleanable:
-            break
-        if s.next_offset <= first_dirty:
-            clean += s.size
-        else:
-            dirty += s.size
-    total = clean + dirty
-    return DirtyStats(first_dirty, uncleanable, clean, dirty, dirty / total if total else 0.0)
 
 
 # ------------------------------------------------------------------ results
@@ -314,48 +144,33 @@ class MapTooSmallError(Exception):
 # ------------------------------------------------------------- batch reading
 
 
-def _iter_batches(fd: int, seg: SegmentView, *, check_crc: bool = True) -> Iterator[tuple[bytearray, memoryview, int, tuple]]:
-    """Yield ``(buffer, its memoryview, position in buffer, header fields)`` for every batch.
+def _iter_batches(fd: int, seg: SegmentView, *, check_crc: bool = True) -> Iterator[tuple[bytearray, memoryview, int, BatchHeader]]:
+    """Yield ``(buffer, its memoryview, position in buffer, header)`` for every batch.
 
     Reads the file in large chunks; the buffer is reused, so callers must
     finish with a batch before asking for the next. Framing and offset order
     are always checked (the base offset lies outside the CRC), CRC32C on request.
     """
-    buf = bytearray(READ_CHUNK)
-    mv = memoryview(buf)
-    unpack = HEADER.unpack_from
-    crc = _crc32c.crc32c
-    path, file_size = seg.path, seg.size
-    cstart = clen = 0
-    pos = 0
+    path = seg.path
+    reader = FileBatches(fd, seg.size, SCAN_CHUNK)
     expected = seg.base_offset
-    while pos < file_size:
-        rel = pos - cstart
-        if rel + HEADER_SIZE > clen:
-            clen = os.preadv(fd, [mv[: min(len(buf), file_size - pos)]], pos)
-            cstart, rel = pos, 0
-            if clen < HEADER_SIZE:
-                raise CorruptRecordError(f"torn batch header at the end ({clen} bytes)", path=path, position=pos)
-        fields = unpack(buf, rel)
-        size = fields[1] + LOG_OVERHEAD
-        if fields[3] != MAGIC or fields[1] < _MIN_BATCH_LENGTH or size > file_size - pos:
-            raise CorruptRecordError("bad batch framing (magic, length)", path=path, position=pos)
-        if fields[0] < expected or fields[6] < 0 or fields[0] + fields[6] >= seg.next_offset:
-            raise CorruptRecordError(f"batch offsets {fields[0]}+{fields[6]} out of order (expected >= {expected}, "
+    for pos, fields in reader.walk(0):
+        h = named(fields)
+        base, lod = h.base_offset, h.last_offset_delta
+        if base < expected or lod < 0 or base + lod >= seg.next_offset:
+            raise CorruptRecordError(f"batch offsets {base}+{lod} out of order (expected >= {expected}, "
                                      f"< {seg.next_offset})", path=path, position=pos)
-        expected = fields[0] + fields[6] + 1
-        if rel + size > clen:
-            if size > len(buf):
-                buf = bytearray(size)
-                mv = memoryview(buf)
-            clen = os.preadv(fd, [mv[: min(len(buf), file_size - pos)]], pos)
-            cstart, rel = pos, 0
-            if clen < size:
-                raise CorruptRecordError(f"file ends inside a batch of {size} bytes", path=path, position=pos)
-        if check_crc and crc(mv[rel + 21 : rel + size]) != fields[4]:
+        expected = base + lod + 1
+        size = h.batch_length + LOG_OVERHEAD
+        got = reader.batch(pos, size)
+        if got is None:
+            raise CorruptRecordError(f"file ends inside a batch of {size} bytes", path=path, position=pos)
+        if check_crc and not reader.crc_ok(pos, h):
             raise CorruptRecordError("record batch CRC32C mismatch", path=path, position=pos)
-        yield buf, mv, rel, fields
-        pos += size
+        buf, mv, rel = got
+        yield buf, mv, rel, h
+    if reader.problem is not None:
+        raise CorruptRecordError(f"bad batch framing: {reader.problem}", path=path, position=reader.stop_position)
 
 
 def _records(buf: bytearray, mv: memoryview, rel: int, size: int, attributes: int) -> tuple[bytes | bytearray, int, int]:
@@ -392,11 +207,11 @@ def _build_map(view: CleanView, dirty: Sequence[SegmentView], first_dirty: int, 
     anything, so a damaged batch aborts the pass whatever it put in the map.
     """
     for seg in dirty:
-        for buf, mv, rel, f in _iter_batches(fds[seg.path], seg, check_crc=False):
-            base, attrs, lod, count = f[0], f[5], f[6], f[12]
+        for buf, mv, rel, h in _iter_batches(fds[seg.path], seg, check_crc=False):
+            base, attrs, lod, count = h.base_offset, h.attributes, h.last_offset_delta, h.record_count
             if base >= limit:
                 return limit
-            size = f[1] + LOG_OVERHEAD
+            size = h.batch_length + LOG_OVERHEAD
             stats.dirty_bytes += size
             if base + lod < first_dirty or attrs & CONTROL_BIT or count == 0:
                 continue
@@ -436,68 +251,6 @@ def fits(group_first: SegmentView, written: int, nxt: SegmentView, max_bytes: in
     return written + nxt.size <= max_bytes and nxt.next_offset - 1 - group_first.base_offset <= MAX_RELATIVE_OFFSET
 
 
-class _SegmentWriter:
-    """Writes one cleaned segment (``.cleaned`` files) and its indexes, as Segment.append would."""
-
-    def __init__(self, directory: str, base_offset: int, generation: int, config: TopicConfig):
-        self.stem = segment_stem(base_offset, generation)
-        self.base_offset = base_offset
-        self.generation = generation
-        self.path = os.path.join(directory, self.stem + LOG_SUFFIX + PENDING_SUFFIX)
-        self.index = OffsetIndex(os.path.join(directory, self.stem + INDEX_SUFFIX + PENDING_SUFFIX), base_offset,
-                                 config.segment_index_bytes)
-        self.timeindex = TimeIndex(os.path.join(directory, self.stem + TIMEINDEX_SUFFIX + PENDING_SUFFIX), base_offset,
-                                   config.segment_index_bytes)
-        self.interval = config.index_interval_bytes
-        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-        self.buf = bytearray()
-        self.position = 0
-        self.since_index = 0
-        self.max_ts = -1
-        self.offset_of_max = -1
-
-    def add(self, data, base: int, max_ts: int) -> None:
-        if max_ts > self.max_ts:
-            self.max_ts, self.offset_of_max = max_ts, base
-        if self.since_index > self.interval:
-            self.index.append(base, self.position)
-            self.timeindex.maybe_append(self.max_ts, self.offset_of_max)
-            self.since_index = 0
-        n = len(data)
-        self.since_index += n
-        self.position += n
-        self.buf += data
-        if len(self.buf) >= WRITE_CHUNK:
-            self._drain()
-
-    def _drain(self) -> None:
-        view = memoryview(self.buf)
-        done = 0
-        while done < len(view):
-            done += os.write(self.fd, view[done:])
-        view.release()
-        self.buf = bytearray()
-
-    def finish(self) -> int:
-        """Write everything, fsync, and persist the indexes; returns the file size."""
-        self._drain()
-        os.fsync(self.fd)
-        os.close(self.fd)
-        self.fd = -1
-        if self.max_ts >= 0:
-            self.timeindex.maybe_append(self.max_ts, self.offset_of_max)
-        self.index.write(rewrite=True)
-        self.timeindex.write(rewrite=True)
-        fsync_path(self.index.path)
-        fsync_path(self.timeindex.path)
-        return self.position
-
-    def abort(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
 class _Copier:
     """The retain decision for every batch of the segments being recopied."""
 
@@ -508,11 +261,12 @@ class _Copier:
         self.horizon = tombstone_horizon
         self.stats = stats
 
-    def filter(self, buf: bytearray, mv: memoryview, rel: int, f: tuple) -> tuple[object | None, int, bool]:
+    def filter(self, buf: bytearray, mv: memoryview, rel: int, h: BatchHeader) -> tuple[object | None, int, bool]:
         """``(bytes to write or None, max timestamp, changed)`` for one (CRC-checked) batch."""
         st = self.stats
-        base, attrs, lod, base_ts, max_ts, count = f[0], f[5], f[6], f[7], f[8], f[12]
-        size = f[1] + LOG_OVERHEAD
+        base, attrs, lod, max_ts, count = h.base_offset, h.attributes, h.last_offset_delta, h.max_timestamp, h.record_count
+        base_ts = h.base_timestamp
+        size = h.batch_length + LOG_OVERHEAD
         st.batches_read += 1
         if attrs & CONTROL_BIT:
             st.control_batches += 1
@@ -565,7 +319,7 @@ class _Copier:
                       starts[i], starts[i + 1])
             for i in keep
         ]
-        rebuilt = rebuild_batch(BatchHeader(*f), blob, records, keep_last_offset_delta=True)
+        rebuilt = rebuild_batch(h, blob, records, keep_last_offset_delta=True)
         st.batches_rebuilt += 1
         new_max = max_ts if lat_time else max(r.timestamp for r in records)
         return rebuilt, new_max, True
@@ -579,7 +333,7 @@ class _GroupWriter:
         self.copier = copier
         self.fds = fds
         self.result = result
-        self.writer: _SegmentWriter | None = None
+        self.writer: CleanedSegmentWriter | None = None
         self.group: list[SegmentView] = []
         self.changed = False
         self.committed = committed_stems(view.directory)
@@ -593,12 +347,12 @@ class _GroupWriter:
         assert writer is not None
         self.group.append(seg)
         self.changed = self.changed or len(self.group) > 1
-        for buf, mv, rel, f in _iter_batches(self.fds[seg.path], seg):
-            data, max_ts, altered = self.copier.filter(buf, mv, rel, f)
+        for buf, mv, rel, h in _iter_batches(self.fds[seg.path], seg):
+            data, max_ts, altered = self.copier.filter(buf, mv, rel, h)
             if altered:
                 self.changed = True
             if data is not None:
-                writer.add(data, f[0], max_ts)
+                writer.add(data, h.base_offset, max_ts)
 
     def _start(self, first: SegmentView) -> None:
         stem = segment_stem(first.base_offset, first.generation + 1)
@@ -607,7 +361,7 @@ class _GroupWriter:
             # error mid-swap): its .cleaned files are data now. Reopening the log finishes it.
             raise RuntimeError(f"{self.view.name}: an unfinished swap of {stem} is pending; reopen the partition log")
         discard_pending(self.view.directory, stem)  # leftovers of a crashed earlier attempt
-        self.writer = _SegmentWriter(self.view.directory, first.base_offset, first.generation + 1, self.view.config)
+        self.writer = CleanedSegmentWriter(self.view.directory, first.base_offset, first.generation + 1, self.view.config)
         self.group = []
         self.changed = False
 
@@ -692,8 +446,6 @@ def clean(view: CleanView, now_ms: int | None = None, *, map_bytes: int = DEFAUL
             groups.abort()
             discard(result)
             raise
-        from .recovery import fsync_dir
-
         fsync_dir(view.directory)
         step("cleaned-synced")
         stats.copy_seconds = time.perf_counter() - copy_started
@@ -767,22 +519,13 @@ def compact(plog, now_ms: int | None = None, *, map_bytes: int = DEFAULT_MAP_BYT
 
 
 __all__ = [
-    "CleanerCheckpoint",
-    "CleanView",
-    "SegmentView",
-    "DirtyStats",
     "CleanedGroup",
     "ReplacedSegment",
     "CleanStats",
     "CleanResult",
     "Compaction",
     "MapTooSmallError",
-    "CHECKPOINT_FILE",
     "DEFAULT_MAP_BYTES",
-    "read_checkpoint",
-    "write_checkpoint",
-    "first_dirty_offset",
-    "dirty_stats",
     "fits",
     "clean",
     "discard",

@@ -310,6 +310,26 @@ class TopicConfig:
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == LOG_APPEND_TIME
 
+    def timestamp_window(self, now_ms: int) -> tuple[int, int] | None:
+        """The CreateTime range a client's record must fall in at ``now_ms``, or None when unlimited.
+
+        As Kafka's LogConfig: ``message.timestamp.before.max.ms`` / ``after.max.ms`` when set,
+        else the deprecated ``message.timestamp.difference.max.ms`` for both; LogAppendTime
+        topics overwrite timestamps, so nothing is checked there.
+        """
+        if self.log_append_time:
+            return None
+        before = self.message_timestamp_before_max_ms
+        after = self.message_timestamp_after_max_ms
+        if before == LONG_MAX:
+            before = self.message_timestamp_difference_max_ms
+        if after == LONG_MAX:
+            after = self.message_timestamp_difference_max_ms
+        if before == LONG_MAX and after == LONG_MAX:
+            return None
+        return (now_ms - before if before != LONG_MAX else -LONG_MAX - 1,
+                now_ms + after if after != LONG_MAX else LONG_MAX)
+
     @property
     def deletes(self) -> bool:
         return "delete" in self.cleanup_policy.split(",")

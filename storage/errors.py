@@ -28,9 +28,20 @@ class CorruptRecordError(LoganError):
 
 
 class InvalidRecordError(LoganError):
-    """A batch is well framed but its content breaks a rule (magic, counts...)."""
+    """A batch is well framed but its content breaks a rule (magic, counts...).
+
+    ``record_errors`` names the offending records as (index in the batch, message), which
+    Produce v8+ returns so a client fails exactly those records (KIP-467).
+    """
 
     code = 87  # INVALID_RECORD
+
+    def __init__(self, message: str, record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = tuple(record_errors)
+
+    def __reduce__(self):  # keep record_errors across Ray's pickling
+        return (type(self), (str(self), self.record_errors))
 
 
 class RecordTooLargeError(LoganError):

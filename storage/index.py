@@ -25,7 +25,6 @@ import sys
 from array import array
 from bisect import bisect_left, bisect_right
 
-from .sync import fsync_path  # noqa: F401  (re-exported: segments and the cleaner sync indexes by name)
 
 OFFSET_ENTRY_SIZE = 8
 TIME_ENTRY_SIZE = 12

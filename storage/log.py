@@ -30,11 +30,15 @@ import os
 import shutil
 import threading
 import time
-from bisect import bisect_right
 from typing import Callable, NamedTuple
 
 from . import compaction as _compaction
-from .batch_header import HEADER, HEADER_SIZE, TIMESTAMP_TYPE_BIT, BatchHeader, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch
+from .batch_header import named, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch
+from .cleaned_install import ReplacedSegments, SwapReport, prepare_cleaned
+from .cleanable import CleanView, DirtyStats, SegmentView, dirty_stats
+from .cleaner_checkpoint import CleanerCheckpoint
+from .cleaner_checkpoint import read_checkpoint as read_cleaner_checkpoint
+from .cleaner_checkpoint import write_checkpoint as write_cleaner_checkpoint
 from .config import TopicConfig
 from .errors import (
     CorruptRecordError,
@@ -46,7 +50,9 @@ from .errors import (
     RecordTooLargeError,
     UnsupportedCompressionError,
 )
+from .file_batches import FileBatches
 from .index import MAX_RELATIVE_OFFSET
+from .log_read import batch_ranges
 from .producer_snapshot import ProducerStateLoad, delete_snapshots, load_producer_state, write_snapshot
 from .producer_state import DEFAULT_EXPIRATION_MS, ProducerStateTable
 from .recovery import (
@@ -59,14 +65,16 @@ from .recovery import (
     write_checkpoint,
 )
 from .retention import SegmentFacts, deletable_prefix
-from .segment import BatchRef, CorruptBatch, FileSlice, Segment
-from .swap import PENDING_SUFFIX, discard_pending, write_manifest
+from .roll_flusher import RollFlusher
+from .segment import CorruptBatch, FileSlice, Segment
+from .segment_recovery import scan as scan_segment
+from .swap import discard_pending, write_manifest
 from .sync import fdatasync, free_bytes, fsync_dir, is_no_space
+from .time_lookup import first_at_or_after, first_with_max_timestamp
 
 log = logging.getLogger(__name__)
 
 MAX_COMPRESSION_CODEC = 4  # none, gzip, snappy, lz4, zstd
-REPLAY_WINDOW = 1 << 20  # read size when replaying batch headers after a producer snapshot
 
 # ListOffsets special timestamps, accepted by offset_for_timestamp for convenience.
 LATEST_TIMESTAMP = -1
@@ -93,92 +101,6 @@ class SegmentInfo(NamedTuple):
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class SwapReport(NamedTuple):
-    installed: int  # cleaned segments swapped in
-    discarded: int  # cleaned segments thrown away (the log changed under them)
-    replaced: int  # old segments replaced
-    checkpoint: int  # the cleaner checkpoint (clean offset) afterwards
-
-
-class _ReplacedSegments:
-    """Old segments of one swap, deleted after the delay, then their manifest (see :mod:`.swap`)."""
-
-    def __init__(self, manifest: str, segments: list[Segment]):
-        self.manifest = manifest
-        self.segments = segments
-
-    def delete_files(self) -> None:
-        for seg in self.segments:
-            seg.delete_files()
-        fsync_dir(os.path.dirname(self.manifest))  # the files are gone for good before the manifest goes
-        _compaction.step("old-files-deleted")
-        try:
-            os.remove(self.manifest)
-        except FileNotFoundError:
-            pass
-
-    def close(self) -> None:
-        for seg in self.segments:
-            seg.close()
-
-
-class _RollFlusher:
-    """Background fsync of rolled segments, as Kafka's scheduler does after a roll.
-
-    Rolled segments must become durable so the recovery point can move past
-    them (bounding recovery to the active segment), but an fsync of up to
-    ``segment.bytes`` must not stall the append that triggered the roll.
-    """
-
-    def __init__(self, plog: "PartitionLog"):
-        self._log = plog
-        self._cond = threading.Condition()
-        self._target = 0
-        self._done = 0
-        self._stopping = False
-        self._thread: threading.Thread | None = None
-
-    def request(self, upto: int) -> None:
-        with self._cond:
-            if self._stopping:
-                return
-            self._target = max(self._target, upto)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=f"flush-{self._log.name}", daemon=True)
-                self._thread.start()
-            self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while self._target <= self._done and not self._stopping:
-                    self._cond.wait()
-                if self._target <= self._done:
-                    return
-                target = self._target
-            try:
-                self._log._flush_to(target)
-            except Exception as e:
-                # The log is offline now (or closed): the target is NOT done, and no later
-                # flush may move the recovery point past it until the log is reopened.
-                log.error("background flush of %s failed: %s", self._log.name, e)
-                with self._cond:
-                    self._stopping = True
-                    self._cond.notify_all()
-                return
-            with self._cond:
-                self._done = max(self._done, target)
-                self._cond.notify_all()
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is not None:
-            thread.join()
 
 
 class PartitionLog:
@@ -264,10 +186,10 @@ class PartitionLog:
             # From now on a crash must be detected: the marker goes, durably.
             os.remove(marker)
             fsync_dir(self.directory)
-        self._pending_deletes: list[tuple[int, Segment | _ReplacedSegments]] = []
-        self._cleaner_checkpoint = _compaction.read_checkpoint(self.directory)
+        self._pending_deletes: list[tuple[int, Segment | ReplacedSegments]] = []
+        self._cleaner_checkpoint = read_cleaner_checkpoint(self.directory)
         self._last_flush_ms = now
-        self._flusher = _RollFlusher(self)
+        self._flusher = RollFlusher(self.name, self._flush_to)
         self._stats = {
             "appends": 0, "appended_bytes": 0, "appended_records": 0, "rolls": 0, "flushes": 0,
             "reads": 0, "read_bytes": 0, "segments_deleted": 0, "cleanings": 0, "segments_cleaned": 0,
@@ -658,65 +580,7 @@ class PartitionLog:
         if not isinstance(offset, int) or offset < self._log_start or offset > self._log_end:
             raise self._out_of_range(offset)
         limit = self._log_end if max_offset is None else min(max_offset, self._log_end)
-        out: list[tuple[Segment, int, int]] = []
-        if offset >= limit:
-            return out
-        total = 0
-        i = max(0, bisect_right(self._bases, offset) - 1)
-        first = True
-        while i < len(self._segments):
-            seg = self._segments[i]
-            i += 1
-            if offset >= seg.next_offset:
-                continue
-            run_start = run_end = -1
-            stop = False
-            try:
-                walk = seg.batches_from(offset)
-                for ref, kind, reason in walk:
-                    bad = seg.corrupt.get(ref.position)
-                    if kind is not None or bad is not None:
-                        if first:
-                            raise CorruptRecordError(
-                                f"cannot serve offset {max(offset, ref.base_offset)}: corrupt batch "
-                                f"({reason or bad.reason})", path=seg.path, position=ref.position,
-                            )
-                        stop = True
-                        break
-                    if ref.last_offset >= limit:
-                        stop = True
-                        break
-                    if first:
-                        if not min_one and ref.size > max_bytes:
-                            stop = True
-                            break
-                    elif total + ref.size > max_bytes:
-                        stop = True
-                        break
-                    if run_start < 0:
-                        run_start = ref.position
-                    run_end = ref.position + ref.size
-                    total += ref.size
-                    first = False
-            except CorruptRecordError:
-                if not out and run_start < 0:
-                    raise
-                stop = True
-            if run_start >= 0:
-                good_end, bad = seg.ensure_verified(run_start, run_end)
-                if good_end < run_end:
-                    stop = True
-                    if good_end == run_start and not out:
-                        raise CorruptRecordError(
-                            f"cannot serve offset {max(offset, bad.offset)}: corrupt batch ({bad.reason})",
-                            path=seg.path, position=bad.position,
-                        )
-                if good_end > run_start:
-                    out.append((seg, run_start, good_end - run_start))
-            if stop or seg.next_offset >= limit:
-                break
-            offset = seg.next_offset
-        return out
+        return batch_ranges(self._segments, self._bases, offset, max_bytes, limit, min_one)
 
     # --------------------------------------------------------------- timestamps
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
@@ -736,68 +600,13 @@ class PartitionLog:
                 return self.max_timestamp_offset()
             if timestamp < 0:
                 raise InvalidTimestampError(f"cannot look up negative timestamp {timestamp}")
-            log_start = self._log_start
-            for seg in self._segments:
-                if seg.next_offset <= log_start or seg.max_timestamp < timestamp:
-                    continue
-                start = max(seg.timeindex.lookup_before(timestamp), log_start, seg.base_offset)
-                for ref in self._good_batches(seg, start):
-                    if ref.max_timestamp < timestamp or ref.last_offset < log_start:
-                        continue
-                    hit = self._first_record(seg, ref, lambda ts: ts >= timestamp, log_start)
-                    if hit is not None:
-                        return hit
-            return None
+            return first_at_or_after(self._segments, self._log_start, timestamp)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record holding the largest timestamp (ListOffsets -3)."""
         with self._lock:
             self._check_open()
-            log_start = self._log_start
-            live = [s for s in self._segments if s.next_offset > log_start and s.max_timestamp >= 0]
-            if not live:
-                return None
-            seg = max(live, key=lambda s: s.max_timestamp)  # first segment reaching the max
-            target = seg.max_timestamp
-            start = max(seg.offset_of_max, log_start, seg.base_offset)
-            for ref in self._good_batches(seg, start):
-                if ref.max_timestamp == target and ref.last_offset >= log_start:
-                    hit = self._first_record(seg, ref, lambda ts: ts == target, log_start)
-                    if hit is not None:
-                        return hit
-            # The record holding the max lies below the log start (DeleteRecords):
-            # find the largest remaining timestamp the slow way.
-            best: tuple[Segment, BatchRef] | None = None
-            for s in live:
-                for ref in self._good_batches(s, max(s.base_offset, log_start)):
-                    if best is None or ref.max_timestamp > best[1].max_timestamp:
-                        best = (s, ref)
-            if best is None or best[1].max_timestamp < 0:
-                return None
-            value = best[1].max_timestamp
-            return self._first_record(best[0], best[1], lambda ts: ts == value, log_start)
-
-    def _good_batches(self, seg: Segment, offset: int):
-        for ref, kind, reason in seg.batches_from(offset):
-            if kind is not None:
-                raise CorruptRecordError(f"corrupt batch near offset {ref.base_offset}: {reason}", path=seg.path, position=ref.position)
-            yield ref
-
-    def _first_record(self, seg: Segment, ref: BatchRef, match: Callable[[int], bool], log_start: int) -> tuple[int, int] | None:
-        if ref.attributes & TIMESTAMP_TYPE_BIT:
-            # LogAppendTime: every record carries the batch timestamp.
-            return (max(ref.base_offset, log_start), ref.max_timestamp) if match(ref.max_timestamp) else None
-        from .records import decode_batch
-
-        data = seg.pread(ref.position, ref.size)
-        try:
-            _, records = decode_batch(data, verify_crc=True)
-        except CorruptRecordError as e:
-            raise CorruptRecordError(str(e), path=seg.path, position=ref.position) from None
-        for r in records:
-            if r.offset >= log_start and match(r.timestamp):
-                return r.offset, r.timestamp
-        return None
+            return first_with_max_timestamp(self._segments, self._log_start)
 
     # ------------------------------------------------------------ producer state
     def expire_producers(self, now_ms: int | None = None) -> int:
@@ -811,21 +620,17 @@ class PartitionLog:
         for seg in list(self._segments):
             if seg.next_offset <= offset or seg.size == 0:
                 continue
-            window, wstart = b"", 0
+            reader = FileBatches(seg.fd, seg.size)
             try:
-                for ref, kind, _ in seg.batches_from(max(offset, seg.base_offset)):
+                position, base = seg.find(max(offset, seg.base_offset))
+                for ref, kind, _ in seg.walk(position, expected=base, reader=reader):
                     if kind is not None or ref.base_offset < offset:
                         continue  # an unreadable batch has no header to trust
-                    rel = ref.position - wstart
-                    if rel < 0 or rel + HEADER_SIZE > len(window):
-                        # big batches: just the header; small ones: a window covering many
-                        length = HEADER_SIZE if ref.size >= REPLAY_WINDOW // 16 else REPLAY_WINDOW
-                        window = seg.pread(ref.position, max(HEADER_SIZE, min(length, seg.size - ref.position)))
-                        wstart, rel = ref.position, 0
-                        self._replay_bytes += len(window)
-                    yield BatchHeader(*HEADER.unpack_from(window, rel)), seg.compacted
+                    yield named(ref.fields), seg.compacted
             except CorruptRecordError as e:
                 log.warning("%s: producer state replay stopped in %s: %s", self.name, seg.path, e)
+            finally:
+                self._replay_bytes += reader.bytes_read
 
     # ---------------------------------------------------------------- retention
     def apply_retention(self, now_ms: int | None = None) -> int:
@@ -891,25 +696,25 @@ class PartitionLog:
 
     # --------------------------------------------------------------- compaction
     @property
-    def cleaner_checkpoint(self) -> "_compaction.CleanerCheckpoint":
+    def cleaner_checkpoint(self) -> CleanerCheckpoint:
         return self._cleaner_checkpoint
 
-    def cleaning_view(self) -> "_compaction.CleanView":
+    def cleaning_view(self) -> CleanView:
         """A snapshot of the segments for a cleaner, which may run in another process."""
         with self._lock:
             self._check_open()
             active = self._segments[-1]
             segments = tuple(
-                _compaction.SegmentView(s.base_offset, s.next_offset, s.size, s.max_timestamp, s.path, s.generation,
+                SegmentView(s.base_offset, s.next_offset, s.size, s.max_timestamp, s.path, s.generation,
                                         s.durable and s is not active)
                 for s in self._segments
             )
-            return _compaction.CleanView(self.directory, self.name, segments, self._log_start, self._log_end,
+            return CleanView(self.directory, self.name, segments, self._log_start, self._log_end,
                                          self._recovery_point, self._config, self._cleaner_checkpoint, self._clock())
 
-    def dirty_stats(self) -> "_compaction.DirtyStats":
+    def dirty_stats(self) -> DirtyStats:
         view = self.cleaning_view()
-        return _compaction.dirty_stats(view, view.now_ms)
+        return dirty_stats(view, view.now_ms)
 
     def install_cleaned(self, result: "_compaction.CleanResult") -> SwapReport:
         """Swap a cleaning pass's segments in; the short critical section of compaction.
@@ -931,7 +736,7 @@ class PartitionLog:
             groups = list(result.groups)
             prepared = []
             for gi, group in enumerate(groups):
-                new = self._prepare_cleaned(group)
+                new = prepare_cleaned(self.name, self.directory, self._segments, group, self._config)
                 if new is None:
                     for rest in groups[gi:]:
                         discard_pending(self.directory, rest.stem)
@@ -952,13 +757,13 @@ class PartitionLog:
                     self._segments[first:first + len(old)] = [seg]
                 self._bases = [s.base_offset for s in self._segments]
                 fsync_dir(self.directory)
-                replaced_segments = _ReplacedSegments(manifest, [o for _, _, old in prepared for o in old])
+                replaced_segments = ReplacedSegments(manifest, [o for _, _, old in prepared for o in old])
                 self._pending_deletes.append((now + self._config.file_delete_delay_ms, replaced_segments))
             if installed == len(groups):
                 checkpoint = result.checkpoint
                 if checkpoint.clean_offset > self._log_end:  # the log was cut back meanwhile
-                    checkpoint = _compaction.CleanerCheckpoint(self._log_start)
-                _compaction.write_checkpoint(self.directory, checkpoint)
+                    checkpoint = CleanerCheckpoint(self._log_start)
+                write_cleaner_checkpoint(self.directory, checkpoint)
                 self._cleaner_checkpoint = checkpoint
                 _compaction.step("checkpoint-written")
             self._stats["cleanings"] += 1
@@ -968,30 +773,6 @@ class PartitionLog:
         self._delete_files(due)
         return report
 
-    def _prepare_cleaned(self, group: "_compaction.CleanedGroup") -> tuple[Segment, int, list[Segment]] | None:
-        """Open a cleaned segment and find the run it replaces; None if either is not as expected."""
-        paths = [r.path for r in group.replaced]
-        first = next((i for i, s in enumerate(self._segments) if s.path == paths[0]), None)
-        if first is None:
-            return None
-        old = self._segments[first:first + len(paths)]
-        if (
-            first + len(paths) >= len(self._segments)  # never the active segment
-            or [s.path for s in old] != paths
-            or [s.size for s in old] != [r.size for r in group.replaced]
-            or old[0].base_offset != group.base_offset
-        ):
-            return None
-        seg = Segment(self.directory, group.base_offset, index_bytes=self._config.segment_index_bytes,
-                      index_interval=self._config.index_interval_bytes, generation=group.generation,
-                      pending_suffix=PENDING_SUFFIX)
-        if not os.path.exists(seg.path) or os.path.getsize(seg.path) != group.size:
-            return None
-        if not seg.load_trusted() or seg.next_offset > self._segments[first + len(paths)].base_offset:
-            seg.close()
-            log.error("%s: cleaned segment %s failed its checks; not installed", self.name, seg.path)
-            return None
-        return seg, first, old
 
     def discard_cleaned(self, result: "_compaction.CleanResult") -> None:
         """Throw away a pass that will not be installed."""
@@ -1041,7 +822,7 @@ class PartitionLog:
                 self._check_open()
                 if seg not in self._segments:
                     continue
-                outcome = seg.scan(check_crc=True, is_last=False)
+                outcome = scan_segment(seg, check_crc=True, is_last=False)
                 for c in outcome.corrupt:
                     seg.corrupt.setdefault(c.position, c)
                 for s, e in outcome.verified:

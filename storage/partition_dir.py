@@ -19,7 +19,7 @@ import shutil
 import uuid
 
 from .atomic import atomic_write
-from .recovery import fsync_dir
+from .sync import fsync_dir
 
 METADATA_FILE = "partition.metadata"
 DELETE_SUFFIX = "-delete"

@@ -24,7 +24,9 @@ import os
 import time
 from dataclasses import dataclass, field
 
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, CorruptBatch, Segment, parse_segment_file, segment_stem
+from .segment import CorruptBatch, Segment
+from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, parse_segment_file, segment_stem
+from .segment_recovery import apply_scan, scan
 from .swap import finish_swaps
 from .sync import fsync_dir, fsync_fd
 
@@ -201,10 +203,10 @@ def load_segments(
                 continue
             report.indexes_rebuilt += 1
             log.warning("rebuilding indexes of %s: missing or inconsistent", seg.path)
-            outcome = seg.scan(check_crc=False, is_last=is_last)
+            outcome = scan(seg, check_crc=False, is_last=is_last)
         else:
             acked = recovery_point if i >= first_scan else 1 << 63
-            outcome = seg.scan(check_crc=True, acked_before=acked, is_last=is_last)
+            outcome = scan(seg, check_crc=True, acked_before=acked, is_last=is_last)
             report.segments_scanned += 1
             report.bytes_scanned += outcome.valid_end
             report.indexes_rebuilt += 1
@@ -213,7 +215,7 @@ def load_segments(
             outcome.holes = {p: (r[0], next_base if r[1] < 0 else r[1]) for p, r in outcome.holes.items()}
             if any(r[0] >= seg.file_size() for r in outcome.holes.values()):
                 outcome.next_offset = next_base  # unreadable to the end: the next segment says where it stops
-        cut = seg.apply_scan(outcome)
+        cut = apply_scan(seg, outcome)
         report.corrupt.extend(outcome.corrupt)
         seg.durable = (i < first_scan) and not is_last
         segments.append(seg)
@@ -260,7 +262,6 @@ __all__ = [
     "load_segments",
     "read_checkpoint",
     "write_checkpoint",
-    "fsync_dir",
     "RECOVERY_POINT_FILE",
     "LOG_START_FILE",
     "CLEAN_SHUTDOWN_FILE",

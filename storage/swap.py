@@ -26,7 +26,8 @@ from typing import NamedTuple
 
 from .atomic import atomic_write
 from .errors import CorruptRecordError
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX
+from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX
+from .sync import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +119,6 @@ def finish_swaps(directory: str) -> list[SwapManifest]:
     Old files are deleted before the manifest, so repeating this after
     another crash is harmless.
     """
-    from .recovery import fsync_dir
-
     done = []
     for name in sorted(os.listdir(directory)):
         if not name.endswith(MANIFEST_SUFFIX):

@@ -1,6 +1,6 @@
 """Kafka's murmur2 over a whole column of keys at once (numpy), for writers.
 
-``logan_ray.partitioner.murmur2`` is the reference (one key at a time); this
+``logan_ray.common.partitioner.murmur2`` is the reference (one key at a time); this
 computes the same 32-bit hash for every key of an Arrow binary column with one
 numpy pass per 4-byte word of the longest key, so partitioning a block of keys
 costs no Python per record. Tests pin it to the reference.

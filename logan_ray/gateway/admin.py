@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from logan_ray.protocol import errors as codes
 
 from .cluster import ZERO_UUID, error_code, error_message
+from .handler import GatewayContext, HandlerTable
 
 if TYPE_CHECKING:
     from .connection import Connection
-    from .server import Gateway
 
 log = logging.getLogger("logan_ray.gateway")
 
@@ -28,12 +28,12 @@ TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-async def _topic_configs(gw: "Gateway", name: str) -> list[tuple[str, str, bool]]:
+async def _topic_configs(gw: GatewayContext, name: str) -> list[tuple[str, str, bool]]:
     return await gw.cluster.router.topic_config.remote(name)
 
 
 # ----------------------------------------------------------------- topics
-async def _create_one(gw: "Gateway", t: dict, validate_only: bool, version: int) -> dict:
+async def _create_one(gw: GatewayContext, t: dict, validate_only: bool, version: int) -> dict:
     name = t["name"]
     out = {"name": name, "topic_id": ZERO_UUID, "error_code": codes.NONE, "error_message": None,
            "num_partitions": -1, "replication_factor": -1, "configs": None}
@@ -59,7 +59,7 @@ async def _create_one(gw: "Gateway", t: dict, validate_only: bool, version: int)
     return out
 
 
-async def create_topics(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def create_topics(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     validate_only = body.get("validate_only", False)
     seen: dict[str, int] = {}
     for t in body["topics"]:
@@ -78,7 +78,7 @@ async def _failed_create(name: str, code: int, message: str) -> dict:
             "num_partitions": -1, "replication_factor": -1, "configs": None}
 
 
-async def _delete_one(gw: "Gateway", name: str | None, tid: Any) -> dict:
+async def _delete_one(gw: GatewayContext, name: str | None, tid: Any) -> dict:
     out = {"name": name, "topic_id": tid if tid is not None else ZERO_UUID,
            "error_code": codes.NONE, "error_message": None}
     if name is None:
@@ -102,7 +102,7 @@ async def _delete_one(gw: "Gateway", name: str | None, tid: Any) -> dict:
     return out
 
 
-async def delete_topics(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def delete_topics(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     if header.api_version >= 6:
         targets = [(t.get("name"), t.get("topic_id") if t.get("name") is None else None) for t in body["topics"]]
     else:
@@ -111,7 +111,7 @@ async def delete_topics(gw: "Gateway", conn: "Connection", header: Any, body: di
     return {"throttle_time_ms": 0, "responses": list(results)}
 
 
-async def create_partitions(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def create_partitions(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     async def one(t: dict) -> dict:
         out = {"name": t["name"], "error_code": codes.NONE, "error_message": None}
         try:
@@ -125,7 +125,7 @@ async def create_partitions(gw: "Gateway", conn: "Connection", header: Any, body
 
 
 # ----------------------------------------------------------------- configs
-async def _broker_rows(gw: "Gateway") -> list[tuple[str, str, bool]]:
+async def _broker_rows(gw: GatewayContext) -> list[tuple[str, str, bool]]:
     s = await gw.cluster.settings()
     return [
         ("broker.id", str(gw.cluster.broker_id), False),
@@ -140,7 +140,7 @@ async def _broker_rows(gw: "Gateway") -> list[tuple[str, str, bool]]:
     ]
 
 
-async def _describe_one(gw: "Gateway", r: dict, version: int) -> dict:
+async def _describe_one(gw: GatewayContext, r: dict, version: int) -> dict:
     rtype, name = r["resource_type"], r["resource_name"]
     out = {"error_code": codes.NONE, "error_message": None, "resource_type": rtype, "resource_name": name,
            "configs": []}
@@ -172,12 +172,12 @@ async def _describe_one(gw: "Gateway", r: dict, version: int) -> dict:
     return out
 
 
-async def describe_configs(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def describe_configs(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     results = await asyncio.gather(*(_describe_one(gw, r, header.api_version) for r in body["resources"]))
     return {"throttle_time_ms": 0, "results": list(results)}
 
 
-async def _alter_one(gw: "Gateway", r: dict, incremental: bool, validate_only: bool) -> dict:
+async def _alter_one(gw: GatewayContext, r: dict, incremental: bool, validate_only: bool) -> dict:
     rtype, name = r["resource_type"], r["resource_name"]
     out = {"error_code": codes.NONE, "error_message": None, "resource_type": rtype, "resource_name": name}
     if rtype != TOPIC:
@@ -216,18 +216,18 @@ async def _alter_one(gw: "Gateway", r: dict, incremental: bool, validate_only: b
     return out
 
 
-async def alter_configs(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def alter_configs(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     results = await asyncio.gather(*(_alter_one(gw, r, False, body["validate_only"]) for r in body["resources"]))
     return {"throttle_time_ms": 0, "responses": list(results)}
 
 
-async def incremental_alter_configs(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def incremental_alter_configs(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     results = await asyncio.gather(*(_alter_one(gw, r, True, body["validate_only"]) for r in body["resources"]))
     return {"throttle_time_ms": 0, "responses": list(results)}
 
 
 # ----------------------------------------------------------------- records
-async def delete_records(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def delete_records(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     async def one(name: str, p: dict) -> dict:
         out = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": codes.NONE}
         try:
@@ -251,7 +251,7 @@ async def delete_records(gw: "Gateway", conn: "Connection", header: Any, body: d
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-HANDLERS = {
+HANDLERS: HandlerTable = {
     19: (0, 7, create_topics),
     20: (0, 6, delete_topics),
     37: (0, 3, create_partitions),

@@ -13,20 +13,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import struct
 import time
 from typing import TYPE_CHECKING, Any
 
 from logan_ray.protocol import errors as codes
+from logan_ray.storage.file_batches import next_offset_after
 
 from .cluster import Partition, error_code, error_message, ignore_outcome, is_stale_route
 from .meta import leader_endpoints
 from .connection import FileRanges
+from .handler import GatewayContext, HandlerTable
 
 if TYPE_CHECKING:
     from .connection import Connection
-    from .server import Gateway
 
 log = logging.getLogger("logan_ray.gateway")
 
@@ -60,7 +59,7 @@ class _Slot:
         return sum(s[2] for s in self.slices)
 
 
-async def _locate(gw: "Gateway", slot: _Slot, max_bytes: int, max_wait_ms: int, min_bytes: int,
+async def _locate(gw: GatewayContext, slot: _Slot, max_bytes: int, max_wait_ms: int, min_bytes: int,
                   ahead: dict | None = None) -> None:
     part = slot.part
     assert part is not None
@@ -101,8 +100,6 @@ async def _locate(gw: "Gateway", slot: _Slot, max_bytes: int, max_wait_ms: int, 
 # fresh one; if it is empty or too small for min_bytes, a normal locate follows.
 _AHEAD = "fetch_ahead"
 AHEAD_WALK_MAX = 64  # batch headers read to find where the answer ends
-_BATCH_HEAD = struct.Struct(">qi")
-_LAST_DELTA = struct.Struct(">i")
 
 
 async def _take_ahead(ahead: dict, slot: _Slot, max_bytes: int, min_bytes: int):
@@ -124,21 +121,7 @@ async def _take_ahead(ahead: dict, slot: _Slot, max_bytes: int, min_bytes: int):
 
 def _next_offset(ranges: "FileRanges") -> int | None:
     """Offset after the last batch served (reads a few batch headers), or None if too many."""
-    last = None
-    reads = 0
-    for fd, position, length in ranges.ranges:
-        pos, end = position, position + length
-        while pos < end:
-            reads += 1
-            if reads > AHEAD_WALK_MAX:
-                return None
-            head = os.pread(fd, 27, pos)
-            if len(head) < 27:
-                return None
-            base, size = _BATCH_HEAD.unpack_from(head, 0)
-            last = base + _LAST_DELTA.unpack_from(head, 23)[0]
-            pos += 12 + size
-    return None if last is None else last + 1
+    return next_offset_after(ranges.ranges, AHEAD_WALK_MAX)
 
 
 def _read_ahead(conn: "Connection", slot: _Slot, max_bytes: int) -> None:
@@ -168,7 +151,7 @@ async def _wait_any(slots: list[_Slot], timeout_s: float) -> None:
                 w.add_done_callback(ignore_outcome)
 
 
-async def fetch(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     version = header.api_version
     by_id = version >= 13
     session_id, session_epoch = body.get("session_id", 0), body.get("session_epoch", -1)
@@ -243,7 +226,7 @@ async def fetch(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> d
     return response
 
 
-async def _fit(gw: "Gateway", live: list[_Slot], max_bytes: int) -> None:
+async def _fit(gw: GatewayContext, live: list[_Slot], max_bytes: int) -> None:
     """Honour the response's ``max_bytes``: the first non-empty partition may exceed it (one whole
     batch, so a consumer never stalls); later ones get what is left, or nothing."""
     total = 0
@@ -261,7 +244,7 @@ async def _fit(gw: "Gateway", live: list[_Slot], max_bytes: int) -> None:
         total += s.size
 
 
-async def _open(gw: "Gateway", s: _Slot) -> None:
+async def _open(gw: GatewayContext, s: _Slot) -> None:
     for attempt in range(2):
         if not s.slices:
             return
@@ -312,7 +295,7 @@ async def _list_one(part: Partition | None, index: int, timestamp: int) -> dict:
     return out
 
 
-async def list_offsets(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def list_offsets(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     topics_out = []
     for t in body["topics"]:
         name = t["name"]
@@ -331,7 +314,7 @@ async def list_offsets(gw: "Gateway", conn: "Connection", header: Any, body: dic
     return {"throttle_time_ms": 0, "topics": topics_out}
 
 
-HANDLERS = {
+HANDLERS: HandlerTable = {
     1: (4, 18, fetch),
     2: (1, 11, list_offsets),
 }

@@ -9,42 +9,40 @@ actor through Ray, but that one saves a hop).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from logan_ray.protocol import errors as codes
 
 from .acl_ops import authorized_operations
 from .cluster import broker_id
+from .handler import GatewayContext, HandlerTable
 
 if TYPE_CHECKING:
     from .connection import Connection
-    from .server import Gateway
 
 log = logging.getLogger("logan_ray.gateway")
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 NO_TRANSACTIONS = "logan-ray does not support transactions yet; use an idempotent producer without transactional.id"
-_ATTR = "_group_coordinator"
 
 
-def _coordinator(gw: "Gateway") -> Any:
-    handle = getattr(gw, _ATTR, None)
+def _coordinator(gw: GatewayContext) -> Any:
+    handle = gw.group_coordinator
     if handle is None:
         from logan_ray.actors.group_coordinator import group_coordinator
 
-        handle = group_coordinator()
-        setattr(gw, _ATTR, handle)
+        handle = gw.group_coordinator = group_coordinator()
     return handle
 
 
-async def _call(gw: "Gateway", method: str, *args: Any, fail: Callable[[int], dict]) -> dict:
+async def _call(gw: GatewayContext, method: str, *args: Any, fail: Callable[[int], dict]) -> dict:
     """Call the coordinator; if it is gone (killed, restarting) answer with a retriable error."""
     try:
         handle = _coordinator(gw)
         return await getattr(handle, method).remote(*args)
     except Exception as e:
-        setattr(gw, _ATTR, None)  # look it up again next time (it may come back elsewhere)
-        gw._group_coordinator_node = None  # type: ignore[attr-defined]
+        gw.group_coordinator = None  # look it up again next time (it may come back elsewhere)
+        gw.group_coordinator_node = None
         log.warning("gateway: group coordinator %s failed: %s", method, e)
         return fail(codes.COORDINATOR_NOT_AVAILABLE)
 
@@ -55,17 +53,17 @@ def _host(conn: "Connection") -> str:
 
 
 # --------------------------------------------------------------- FindCoordinator
-async def _coordinator_endpoint(gw: "Gateway") -> tuple[int, str, int] | None:
+async def _coordinator_endpoint(gw: GatewayContext) -> tuple[int, str, int] | None:
     """(broker id, host, port) of the gateway on the coordinator's node, else of this gateway."""
-    node = getattr(gw, "_group_coordinator_node", None)
+    node = gw.group_coordinator_node
     if node is None:
         try:
             node = await _coordinator(gw).node_id.remote()
         except Exception as e:
-            setattr(gw, _ATTR, None)
+            gw.group_coordinator = None
             log.warning("gateway: group coordinator unreachable: %s", e)
             return None
-        gw._group_coordinator_node = node  # type: ignore[attr-defined]
+        gw.group_coordinator_node = node
     gateways = await gw.cluster.gateways()
     for candidate in (node, gw.cluster.node_id):
         if candidate in gateways:
@@ -78,14 +76,14 @@ async def _coordinator_endpoint(gw: "Gateway") -> tuple[int, str, int] | None:
     return None
 
 
-async def find_coordinator(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def find_coordinator(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     key_type = body.get("key_type", GROUP_KEY)
     keys = body.get("coordinator_keys") if header.api_version >= 4 else [body.get("key")]
     found = None
     if key_type == GROUP_KEY:
         found = await _coordinator_endpoint(gw)
         if found is None:
-            gw._group_coordinator_node = None  # type: ignore[attr-defined]
+            gw.group_coordinator_node = None
     if key_type == TRANSACTION_KEY:
         # Not retriable: a transactional producer fails at once (librdkafka and the Java
         # client treat this code as fatal) instead of retrying until max.block.ms.
@@ -107,7 +105,7 @@ async def find_coordinator(gw: "Gateway", conn: "Connection", header: Any, body:
 
 
 # ------------------------------------------------------------------ membership
-async def join_group(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def join_group(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     v = header.api_version
 
     def fail(code: int) -> dict:
@@ -118,7 +116,7 @@ async def join_group(gw: "Gateway", conn: "Connection", header: Any, body: dict)
     return await _call(gw, "join_group", body, v, header.client_id or "", _host(conn), fail=fail)
 
 
-async def sync_group(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def sync_group(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     def fail(code: int) -> dict:
         return {"throttle_time_ms": 0, "error_code": code, "protocol_type": None, "protocol_name": None,
                 "assignment": b""}
@@ -126,17 +124,17 @@ async def sync_group(gw: "Gateway", conn: "Connection", header: Any, body: dict)
     return await _call(gw, "sync_group", body, header.api_version, fail=fail)
 
 
-async def heartbeat(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def heartbeat(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     return await _call(gw, "heartbeat", body, fail=lambda code: {"throttle_time_ms": 0, "error_code": code})
 
 
-async def leave_group(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def leave_group(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     return await _call(gw, "leave_group", body, header.api_version,
                        fail=lambda code: {"throttle_time_ms": 0, "error_code": code, "members": []})
 
 
 # --------------------------------------------------------------------- offsets
-async def offset_commit(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def offset_commit(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     def fail(code: int) -> dict:
         return {"throttle_time_ms": 0, "topics": [
             {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": code}
@@ -145,7 +143,7 @@ async def offset_commit(gw: "Gateway", conn: "Connection", header: Any, body: di
     return await _call(gw, "offset_commit", body, header.api_version, fail=fail)
 
 
-async def offset_fetch(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def offset_fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     v = header.api_version
 
     def topics_failed(topics: list | None, code: int) -> list[dict]:
@@ -163,12 +161,12 @@ async def offset_fetch(gw: "Gateway", conn: "Connection", header: Any, body: dic
 
 
 # ----------------------------------------------------------------------- admin
-async def list_groups(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def list_groups(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     return await _call(gw, "list_groups", body,
                        fail=lambda code: {"throttle_time_ms": 0, "error_code": code, "groups": []})
 
 
-async def describe_groups(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def describe_groups(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     def fail(code: int) -> dict:
         return {"throttle_time_ms": 0, "groups": [
             {"error_code": code, "error_message": None, "group_id": g, "group_state": "", "protocol_type": "",
@@ -183,20 +181,18 @@ async def describe_groups(gw: "Gateway", conn: "Connection", header: Any, body: 
     return out
 
 
-async def delete_groups(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def delete_groups(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     return await _call(gw, "delete_groups", body, fail=lambda code: {"throttle_time_ms": 0, "results": [
         {"group_id": g, "error_code": code} for g in body.get("groups_names") or ()]})
 
 
-async def offset_delete(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def offset_delete(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     return await _call(gw, "offset_delete", body,
                        fail=lambda code: {"error_code": code, "throttle_time_ms": 0, "topics": []})
 
 
-Handler = Callable[["Gateway", "Connection", Any, dict], Awaitable[dict]]
-
 # OffsetCommit/OffsetFetch v10 name topics by id only (KIP-848 era); clients fall back to v9.
-HANDLERS: dict[int, tuple[int, int, Handler]] = {
+HANDLERS: HandlerTable = {
     10: (0, 6, find_coordinator),
     11: (0, 9, join_group),
     14: (0, 5, sync_group),

@@ -15,30 +15,30 @@ from logan_ray.protocol import errors as codes
 
 from .acl_ops import authorized_operations
 from .cluster import ZERO_UUID, broker_id, error_code, error_message
+from .handler import GatewayContext, HandlerTable
 
 if TYPE_CHECKING:
     from .connection import Connection
-    from .server import Gateway
 
 log = logging.getLogger("logan_ray.gateway")
 
 MAX_EPOCH = 32767
 
 
-async def api_versions(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def api_versions(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     return {"error_code": codes.NONE, "api_keys": gw.api_versions(), "throttle_time_ms": 0,
             "supported_features": [], "finalized_features_epoch": -1, "finalized_features": [],
             "zk_migration_ready": False}
 
 
-async def _brokers(gw: "Gateway") -> tuple[list[dict], set[str]]:
+async def _brokers(gw: GatewayContext) -> tuple[list[dict], set[str]]:
     gateways = await gw.cluster.gateways()
     brokers = [{"node_id": broker_id(node), "host": host, "port": port, "rack": None}
                for node, (host, port) in sorted(gateways.items())]
     return brokers, set(gateways)
 
 
-async def leader_endpoints(gw: "Gateway", leaders: list[dict | None]) -> list[dict]:
+async def leader_endpoints(gw: GatewayContext, leaders: list[dict | None]) -> list[dict]:
     """Endpoints of the brokers named in ``current_leader`` hints (KIP-951); none when no hint."""
     wanted = {h["leader_id"] for h in leaders if h}
     if not wanted:
@@ -57,7 +57,7 @@ def _check_name(name: Any) -> str | None:
     return name
 
 
-async def metadata(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def metadata(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     version = header.api_version
     cluster = gw.cluster
     requested = body.get("topics")
@@ -130,7 +130,7 @@ async def metadata(gw: "Gateway", conn: "Connection", header: Any, body: dict) -
             "error_code": codes.NONE}
 
 
-async def describe_cluster(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def describe_cluster(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     brokers, _ = await _brokers(gw)
     endpoint_type = body.get("endpoint_type", 1)
     if endpoint_type not in (1, 2):
@@ -146,7 +146,7 @@ async def describe_cluster(gw: "Gateway", conn: "Connection", header: Any, body:
                 "cluster", body.get("include_cluster_authorized_operations", False))}
 
 
-async def find_coordinator(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def find_coordinator(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     """No group or transaction coordinator yet: clients keep retrying, as with a starting Kafka."""
     message = "logan-ray has no group or transaction coordinator yet"
     if header.api_version < 4:
@@ -157,7 +157,7 @@ async def find_coordinator(gw: "Gateway", conn: "Connection", header: Any, body:
          "error_message": message} for key in body.get("coordinator_keys", [])]}
 
 
-async def init_producer_id(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+async def init_producer_id(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     """Idempotent producers only: a fresh id, or the same id with a bumped epoch (KIP-360)."""
     out = {"throttle_time_ms": 0, "error_code": codes.NONE, "producer_id": -1, "producer_epoch": -1}
     if body.get("transactional_id") is not None:
@@ -176,7 +176,7 @@ async def init_producer_id(gw: "Gateway", conn: "Connection", header: Any, body:
     return out
 
 
-HANDLERS = {
+HANDLERS: HandlerTable = {
     18: (0, 4, api_versions),
     3: (0, 13, metadata),
     60: (0, 2, describe_cluster),

@@ -25,28 +25,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from logan_ray.protocol import errors as codes
+from logan_ray.storage.batch_header import MAGIC, MAGIC_AT, iter_headers
 
-from .cluster import error_code, error_message, is_stale_route
+from .cluster import error_code, error_message, is_stale_route, record_errors
 from .meta import leader_endpoints
+from .handler import GatewayContext, HandlerTable
 
 if TYPE_CHECKING:
     from .connection import Connection
-    from .server import Gateway
 
 log = logging.getLogger("logan_ray.gateway")
 
 _QUEUES = "produce_queues"
-MAGIC_AT = 16  # byte offset of the magic in a record batch (and in a v0/v1 message)
 MERGE_MAX_BYTES = 16 << 20
-_HEAD = struct.Struct(">qi")  # base offset, batch length
-_I32 = struct.Struct(">i")
-_PRODUCER_ID = struct.Struct(">q")
-_LAST_OFFSET_DELTA_AT, _PRODUCER_ID_AT, HEADER_SIZE = 23, 43, 61
 
 
 def _result(index: int, code: int, message: str | None = None, base_offset: int = -1,
@@ -64,17 +59,13 @@ def _not_leader(index: int, name: str, part: Any) -> dict:
 
 def _plain_records(data: Any) -> int | None:
     """Offsets taken by well-framed, non-idempotent batches; None when the data must go alone."""
-    total, pos, end = 0, 0, len(data)
-    while pos < end:
-        if end - pos < HEADER_SIZE:
+    total = end = 0
+    for pos, h in iter_headers(data):
+        if h.producer_id >= 0:
             return None
-        _, length = _HEAD.unpack_from(data, pos)
-        size = 12 + length
-        if length <= 0 or pos + size > end or _PRODUCER_ID.unpack_from(data, pos + _PRODUCER_ID_AT)[0] >= 0:
-            return None
-        total += _I32.unpack_from(data, pos + _LAST_OFFSET_DELTA_AT)[0] + 1  # as the log advances
-        pos += size
-    return total
+        total += h.last_offset_delta + 1  # as the log advances
+        end = pos + h.size
+    return total if end == len(data) else None
 
 
 class _Item:
@@ -98,7 +89,7 @@ class _PartitionQueue:
         self.task: asyncio.Task | None = None
 
 
-async def _drain(gw: "Gateway", conn: "Connection", key: tuple, name: str, index: int,
+async def _drain(gw: GatewayContext, conn: "Connection", key: tuple, name: str, index: int,
                  queue: _PartitionQueue) -> None:
     try:
         while queue.items:
@@ -123,7 +114,7 @@ async def _drain(gw: "Gateway", conn: "Connection", key: tuple, name: str, index
             del queues[key]
 
 
-async def _append_group(gw: "Gateway", name: str, index: int, group: list[_Item]) -> list[dict]:
+async def _append_group(gw: GatewayContext, name: str, index: int, group: list[_Item]) -> list[dict]:
     try:
         part = await gw.cluster.partition(name, index)
     except Exception as e:
@@ -148,7 +139,7 @@ async def _append_group(gw: "Gateway", name: str, index: int, group: list[_Item]
             for item in group:  # find out which request was bad: one at a time, in order
                 out += await _append_group(gw, name, index, [item])
             return out
-        return [_result(index, error_code(e), error_message(e)) for _ in group]
+        return [{**_result(index, error_code(e), error_message(e)), "record_errors": record_errors(e)} for _ in group]
     out = []
     for item in group:
         out.append(_result(index, codes.NONE, None, base, append_time, log_start))
@@ -157,7 +148,7 @@ async def _append_group(gw: "Gateway", name: str, index: int, group: list[_Item]
     return out
 
 
-def _enqueue(gw: "Gateway", conn: "Connection", key: tuple, name: str, index: int, data: Any,
+def _enqueue(gw: GatewayContext, conn: "Connection", key: tuple, name: str, index: int, data: Any,
              durable: bool) -> asyncio.Future:
     future = asyncio.get_running_loop().create_future()
     queues: dict = conn.state.setdefault(_QUEUES, {})
@@ -174,7 +165,7 @@ async def _done(result: dict) -> dict:
     return result
 
 
-async def produce(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict | None:
+async def produce(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict | None:
     version = header.api_version
     by_id = version >= 13
     topics = body["topic_data"]
@@ -201,7 +192,7 @@ async def produce(gw: "Gateway", conn: "Connection", header: Any, body: dict) ->
             elif data is None or len(data) == 0:
                 waits.append((slot, _done(_result(index, codes.INVALID_RECORD,
                                                   "produce request holds no record batches"))))
-            elif version < 3 and (len(data) <= MAGIC_AT or data[MAGIC_AT] != 2):
+            elif version < 3 and (len(data) <= MAGIC_AT or data[MAGIC_AT] != MAGIC):
                 waits.append((slot, _done(_result(index, codes.UNSUPPORTED_FOR_MESSAGE_FORMAT,
                                                   "message format v0/v1 is not supported; use record batches"))))
             else:
@@ -223,6 +214,6 @@ async def produce(gw: "Gateway", conn: "Connection", header: Any, body: dict) ->
 # Produce v0-2 are served for record batches (magic 2) only, as Kafka 4 serves none of the
 # old message formats. They are advertised anyway because librdkafka up to 2.5 (kcat on
 # Debian links 2.0.x) compresses with gzip, snappy or lz4 only if the broker lists Produce v0.
-HANDLERS = {
+HANDLERS: HandlerTable = {
     0: (0, 13, produce),
 }

@@ -4,8 +4,11 @@
   assignment bytes), byte-compatible with Kafka clients, so Python members and
   Kafka clients can share one group.
 - :mod:`.assignors` — client-side range and round-robin assignors.
-- :mod:`.state` — the group coordinator's state machine (join, sync, heartbeat,
-  leave, offsets), driven by an injectable clock so tests control time.
+- the group coordinator's state machine, driven by an injectable clock so tests
+  control time, one module per part: :mod:`.group` and :mod:`.member` (what it
+  holds), :mod:`.timers`, :mod:`.core` (settings and shared state),
+  :mod:`.rebalance` (join, sync, heartbeat, leave), :mod:`.offsets` (commit,
+  fetch, delete) and :mod:`.coordinator` (the whole ``Coordinator``: admin and replay).
 - :mod:`.offsets_log` — how commits and group metadata are stored as records in
   the internal ``__consumer_offsets`` topic, and how they are replayed.
 

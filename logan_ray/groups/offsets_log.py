@@ -21,8 +21,8 @@ from typing import Any, Iterable, NamedTuple
 
 import msgpack
 
-from logan_ray.partitioner import partition_for_key
-from logan_ray.storage.records import build_batch
+from logan_ray.common.partitioner import partition_for_key
+from logan_ray.storage.record_builder import build_batch
 
 OFFSET_KEY = 1
 GROUP_KEY = 2
@@ -81,7 +81,7 @@ def encode_group(group: Any, now_ms: int) -> bytes:
 
 
 def load_group(group: Any, value: bytes, member_cls: type) -> None:
-    """Restore a group's last stable (or empty) generation into ``group`` (a state.Group)."""
+    """Restore a group's last stable (or empty) generation into ``group`` (a :class:`.group.Group`)."""
     v = msgpack.unpackb(value, raw=False)
     group.protocol_type = v["pt"]
     group.generation = v["g"]

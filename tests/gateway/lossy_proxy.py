@@ -2,8 +2,10 @@
 
 Every ``drop_every``-th Produce request is delivered to the gateway, and when its
 answer comes back the proxy cuts the connection instead of forwarding it: the
-append happened, but the client cannot know and must retry. Metadata answers
-are rewritten so clients keep coming back through the proxy.
+append happened, but the client cannot know and must retry (``drop_every=0``
+loses nothing). Metadata answers are rewritten so clients keep coming back
+through the proxy. Every request frame a client sends is kept in ``recorded``,
+so tests can replay (or mutate) exactly what real clients put on the wire.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import threading
 
 from logan_ray.protocol import decode_request_header, decode_response, encode_response
 
-REWRITE = {3, 60}  # Metadata, DescribeCluster: broker addresses
+REWRITE = {3, 10, 60}  # Metadata, FindCoordinator, DescribeCluster: broker addresses
 
 
 def _exactly(sock: socket.socket, n: int) -> bytes | None:
@@ -42,6 +44,7 @@ class LossyProxy:
         self.drop_every = drop_every
         self.produce_seen = 0
         self.dropped = 0
+        self.recorded: list[bytes] = []
         self._lock = threading.Lock()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
@@ -83,7 +86,8 @@ class LossyProxy:
                     break
                 header, _ = decode_request_header(frame[4:])
                 drop = False
-                if header.api_key == 0:
+                self.recorded.append(frame)
+                if header.api_key == 0 and self.drop_every:
                     with self._lock:
                         self.produce_seen += 1
                         drop = self.produce_seen % self.drop_every == 0
@@ -108,8 +112,9 @@ class LossyProxy:
                     break
                 if api_key in REWRITE:
                     _, body = decode_response(api_key, version, frame[4:])
-                    for b in body.get("brokers", []):
-                        b["host"], b["port"] = "127.0.0.1", self.port
+                    for b in [body, *body.get("brokers", []), *body.get("coordinators", [])]:
+                        if "host" in b and "port" in b:
+                            b["host"], b["port"] = "127.0.0.1", self.port
                     frame = b"".join(encode_response(api_key, version, corr, body))
                 client.sendall(frame)
         except OSError:

@@ -1,8 +1,10 @@
 """Kafka topic configs through a real client: accepted, stored and described with Kafka's defaults."""
 from __future__ import annotations
 
+import time
+
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 
 
@@ -32,3 +34,18 @@ def test_unknown_topic_config_is_invalid_config_naming_it(gateway, client, topic
     err = e.value.args[0]
     assert err.code() == KafkaError.INVALID_CONFIG and "retention.millis" in err.str()
     assert topic_name not in client.list_topics()
+
+
+def test_message_timestamp_window_is_enforced_with_invalid_timestamp(gateway, client, topic_name):
+    client.create_topic(topic_name, 1, {"message.timestamp.after.max.ms": "3600000"})
+    producer = Producer({"bootstrap.servers": gateway, "retries": 0})
+    results: list = []
+    now = int(time.time() * 1000)
+    producer.produce(topic_name, b"in two hours", timestamp=now + 2 * 3600_000,
+                     on_delivery=lambda err, msg: results.append(err))
+    producer.flush(15)  # a batch with one record out of the window is refused whole, as in Kafka
+    producer.produce(topic_name, b"now", timestamp=now, on_delivery=lambda err, msg: results.append(err))
+    producer.flush(15)
+    assert results[0] is not None and results[0].code() == KafkaError.INVALID_TIMESTAMP, results
+    assert results[1] is None, results
+    assert client.partition_offsets(topic_name)[0] == (0, 1)  # only the record inside the window was written

@@ -25,7 +25,8 @@ from logan_ray.errors import TopicExistsError
 from logan_ray.gateway import gateway_name
 from logan_ray.groups import OFFSETS_TOPIC
 from logan_ray.protocol import errors as codes
-from logan_ray.storage.records import build_batch, decode_records
+from logan_ray.storage.record_builder import build_batch
+from logan_ray.storage.records import decode_records
 from wire_client import Wire, fetch_body, list_offsets_body, parse, produce_body
 
 PRODUCE, FETCH, LIST_OFFSETS, API_VERSIONS = 0, 1, 2, 18
@@ -135,9 +136,12 @@ def test_control_and_transactional_batches_from_clients_are_refused(gateway, cli
 def test_keyless_record_on_a_compacted_topic_is_invalid_record_at_produce(gateway, client, topic_name):
     client.create_topic(topic_name, 1, {"cleanup.policy": "compact"})
     with Wire(gateway) as w:
-        p = w.call(PRODUCE, 9, produce_body(topic_name, 0, build_batch([b"a", b"b"], [b"k", None])))
+        batch = build_batch([b"a", b"b", b"c", b"d"], [b"k", None, b"k", None])
+        p = w.call(PRODUCE, 9, produce_body(topic_name, 0, batch))
         part = p["responses"][0]["partition_responses"][0]
         assert part["error_code"] == codes.INVALID_RECORD and "without a key" in part["error_message"]
+        # each keyless record is named (KIP-467), so clients fail exactly those
+        assert [e["batch_index"] for e in part["record_errors"]] == [1, 3], part
         assert produce_ok(w, topic_name, [b"kept"]) == 0
 
 

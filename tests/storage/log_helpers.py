@@ -7,9 +7,11 @@ import struct
 
 import crc32c
 
+from logan_ray.storage.batch_header import parse_header, set_base_offset
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.log import PartitionLog
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
+from logan_ray.storage.segment import Segment
 
 
 class FakeClock:
@@ -66,3 +68,20 @@ def all_records(lg: PartitionLog) -> list:
         out.extend(recs)
         offset = recs[-1].offset + 1
     return out
+
+
+def make_segment(tmp_path, base=0, interval=100, index_bytes=1 << 20) -> Segment:
+    return Segment.create(str(tmp_path), base, index_bytes=index_bytes, index_interval=interval)
+
+
+def fill(seg: Segment, sizes_counts, ts_of=lambda i: 1000 + i):
+    """Append one batch per (pad, count), offsets from the segment's next offset."""
+    placed = []
+    for i, (pad, count) in enumerate(sizes_counts):
+        b = bytearray(batch(i, count, ts=ts_of(i), pad=pad))
+        base = seg.next_offset
+        set_base_offset(b, base)
+        h = parse_header(b)
+        placed.append((seg.size, base, base + count - 1, h.size))
+        seg.append(b, [(0, base, base + count - 1, h.max_timestamp, h.size)], now_ms=1)
+    return placed

@@ -8,8 +8,9 @@ import pytest
 from bombs import zstd_bomb_batch
 from logan_ray.storage.append_rules import check_client_batch
 from logan_ray.storage.batch_header import parse_header
-from logan_ray.storage.errors import CorruptRecordError, InvalidRecordError, InvalidTxnStateError
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.config import TopicConfig
+from logan_ray.storage.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError, InvalidTxnStateError
+from logan_ray.storage.record_builder import build_batch
 
 
 def check(batch: bytes, compacted: bool) -> None:
@@ -24,6 +25,37 @@ def test_keyless_record_on_a_compacted_topic_is_invalid_record(codec):
     assert e.value.code == 87
     check(batch, compacted=False)  # a delete-policy topic takes it, without looking inside
     check(build_batch([b"a"], [b""], compression=codec), compacted=True)  # an empty key is a key
+
+
+@pytest.mark.parametrize("codec", ["none", "zstd"])
+def test_record_timestamps_outside_the_topic_window_are_invalid_timestamp(codec):
+    now = 1_700_000_000_000
+    config = TopicConfig.from_dict({"message.timestamp.before.max.ms": "60000",
+                                    "message.timestamp.after.max.ms": "1000"})
+    window = config.timestamp_window(now)
+    assert window == (now - 60_000, now + 1_000)
+    inside = build_batch([b"a", b"b"], [b"k", b"k"], timestamps=[now - 59_000, now + 1_000], compression=codec)
+    check_client_batch(inside, 0, parse_header(inside), False, window=window)
+    # the second record is older than its batch's base timestamp: only a look inside finds it
+    old = build_batch([b"a", b"b"], [b"k", b"k"], timestamps=[now, now - 61_000], compression=codec)
+    future = build_batch([b"a"], [b"k"], timestamps=[now + 1_001], compression=codec)
+    for batch in (old, future):
+        with pytest.raises(InvalidTimestampError, match="out of range") as e:
+            check_client_batch(batch, 0, parse_header(batch), False, window=window)
+        assert e.value.code == 32
+
+
+def test_timestamp_window_follows_kafkas_config_precedence():
+    now = 10**12
+    assert TopicConfig().timestamp_window(now) is None  # Kafka 3.x defaults: unlimited
+    legacy = TopicConfig.from_dict({"message.timestamp.difference.max.ms": "5000"})
+    assert legacy.timestamp_window(now) == (now - 5000, now + 5000)
+    both = TopicConfig.from_dict({"message.timestamp.difference.max.ms": "5000",
+                                  "message.timestamp.after.max.ms": "100"})
+    assert both.timestamp_window(now) == (now - 5000, now + 100)
+    append_time = TopicConfig.from_dict({"message.timestamp.type": "LogAppendTime",
+                                         "message.timestamp.before.max.ms": "1"})
+    assert append_time.timestamp_window(now) is None  # the broker overwrites the timestamps
 
 
 def test_control_batches_from_clients_are_invalid_record():

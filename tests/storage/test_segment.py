@@ -2,44 +2,11 @@ import os
 import struct
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from logan_ray.storage.batch_header import parse_header, set_base_offset
 from logan_ray.storage.errors import CorruptRecordError
-from logan_ray.storage.segment import Segment, _Ranges, parse_segment_name, segment_name
+from logan_ray.storage.segment import Segment
 
-from log_helpers import batch
-
-
-def make_segment(tmp_path, base=0, interval=100, index_bytes=1 << 20) -> Segment:
-    return Segment.create(str(tmp_path), base, index_bytes=index_bytes, index_interval=interval)
-
-
-def fill(seg: Segment, sizes_counts, ts_of=lambda i: 1000 + i):
-    """Append one batch per (pad, count), offsets from the segment's next offset."""
-    placed = []
-    for i, (pad, count) in enumerate(sizes_counts):
-        b = bytearray(batch(i, count, ts=ts_of(i), pad=pad))
-        base = seg.next_offset
-        set_base_offset(b, base)
-        h = parse_header(b)
-        placed.append((seg.size, base, base + count - 1, h.size))
-        seg.append(b, [(0, base, base + count - 1, h.max_timestamp, h.size)], now_ms=1)
-    return placed
-
-
-def test_names_are_20_digit_base_offsets(tmp_path):
-    assert segment_name(42) == "00000000000000000042"
-    assert parse_segment_name("00000000000000000042.log") == 42
-    assert parse_segment_name("00000000000000000042.index", ".index") == 42
-    for bad in ("42.log", "0000000000000000004x.log", "00000000000000000042.log.tmp", "00000000000000000042.index"):
-        assert parse_segment_name(bad) is None
-    seg = make_segment(tmp_path, 1234)
-    assert os.path.basename(seg.path) == "00000000000000001234.log"
-    assert seg.index_path.endswith("00000000000000001234.index")
-    assert seg.timeindex_path.endswith("00000000000000001234.timeindex")
-    assert os.path.exists(seg.path)
+from log_helpers import fill, make_segment
 
 
 def test_append_indexes_every_interval_and_find(tmp_path):
@@ -93,18 +60,6 @@ def test_load_trusted_refuses_an_index_that_points_at_the_wrong_batch(tmp_path):
     assert not again.load_trusted()
 
 
-def test_scan_rebuilds_the_same_indexes_as_appending(tmp_path):
-    seg = make_segment(tmp_path, base=7, interval=200)
-    fill(seg, [(i % 5 * 40, 1 + i % 3) for i in range(40)], ts_of=lambda i: 10_000 + (i * 37) % 101)
-    seg.seal()
-    out = seg.scan(check_crc=True)
-    assert out.truncate_at is None and not out.corrupt
-    assert out.index.entries() == seg.index.entries()
-    assert out.timeindex.last_entry == seg.timeindex.last_entry
-    assert out.next_offset == seg.next_offset and out.valid_end == seg.size
-    assert out.verified == [(0, seg.size)]
-
-
 def test_walk_reports_problems(tmp_path):
     seg = make_segment(tmp_path)
     placed = fill(seg, [(50, 1)] * 5)
@@ -146,24 +101,3 @@ def test_find_raises_on_broken_framing(tmp_path):
     with pytest.raises(CorruptRecordError) as err:
         seg.find(3)
     assert err.value.path == seg.path and err.value.position == placed[1][0]
-
-
-@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 1000)), max_size=30), st.integers(0, 1100), st.integers(0, 1100))
-@settings(max_examples=300, deadline=None)
-def test_ranges_match_a_set_model(adds, q1, q2):
-    r = _Ranges()
-    covered = set()
-    for a, b in adds:
-        s, e = min(a, b), max(a, b)
-        r.add(s, e)
-        covered.update(range(s, e))
-    s, e = min(q1, q2), max(q1, q2)
-    gaps = r.missing(s, e)
-    missing = set()
-    for gs, ge in gaps:
-        assert s <= gs < ge <= e
-        missing.update(range(gs, ge))
-    assert missing == set(range(s, e)) - covered
-    assert r.covered() == len(covered)
-    # stored ranges are disjoint, sorted and not touching
-    assert all(e1 < s2 for e1, s2 in zip(r._ends, r._starts[1:]))
