@@ -220,19 +220,35 @@ def _find_coordinator(key: int, version: int, body: dict, ok: Callable) -> tuple
     return None, post
 
 
+def _committed_topics(topics: list[dict], named: bool, ok: Callable) -> list[dict]:
+    """OffsetFetch answers: topics the principal may not describe are left out of an all-topics answer
+    and answered TOPIC_AUTHORIZATION_FAILED when named (v10 names topics by id: left as they are)."""
+    out = []
+    for t in topics:
+        name = t.get("name")
+        if not name or ok(acl.DESCRIBE, acl.TOPIC, name):
+            out.append(t)
+        elif named:
+            out.append({**t, "partitions": [{**p, "committed_offset": -1, "metadata": None, "error_code": TOPIC_DENIED}
+                                            for p in t.get("partitions", [])]})
+    return out
+
+
 def _offset_fetch(key: int, version: int, body: dict, ok: Callable) -> tuple[dict | None, Post | None]:
     if version < 8:
         if not ok(acl.DESCRIBE, acl.GROUP, body.get("group_id", "")):
             return {**_defaults(key, version), "error_code": GROUP_DENIED, "topics": []}, None
-        return None, None
+        named = body.get("topics") is not None
+        return None, lambda resp: {**resp, "topics": _committed_topics(resp.get("topics") or [], named, ok)}
     groups = body.get("groups") or []
     denied = [g for g in groups if not ok(acl.DESCRIBE, acl.GROUP, g["group_id"])]
-    if not denied:
-        return None, None
+    named = {g["group_id"]: g.get("topics") is not None for g in groups}
     body["groups"] = [g for g in groups if g not in denied]
 
     def post(resp: dict) -> dict:
-        resp["groups"] = list(resp.get("groups") or []) + [
+        kept = [{**g, "topics": _committed_topics(g.get("topics") or [], named.get(g.get("group_id"), True), ok)}
+                for g in resp.get("groups") or []]
+        resp["groups"] = kept + [
             {"group_id": g["group_id"], "topics": [], "error_code": GROUP_DENIED} for g in denied]
         return resp
     if not body["groups"]:

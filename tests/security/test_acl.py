@@ -68,3 +68,17 @@ def test_invalid_bindings_are_refused():
                 b("t", acl.READ, pattern=acl.P_MATCH), b("other", acl.ALTER, rtype=acl.CLUSTER)):
         with pytest.raises(acl.AclError):
             acl.validate(bad)
+
+
+def test_offset_fetch_hides_or_refuses_topics_the_principal_may_not_describe():
+    from logan_ray.gateway.authz import _committed_topics
+
+    d = Decider([b("mine", acl.READ)])
+
+    def ok(op, rtype, name):
+        return d.allowed("User:alice", "h", op, rtype, name)
+    topics = [{"name": "mine", "partitions": [{"partition_index": 0, "committed_offset": 5, "error_code": 0}]},
+              {"name": "theirs", "partitions": [{"partition_index": 0, "committed_offset": 7, "error_code": 0}]}]
+    assert [t["name"] for t in _committed_topics(topics, False, ok)] == ["mine"]
+    named = _committed_topics(topics, True, ok)
+    assert named[1]["partitions"][0]["error_code"] == 29 and named[1]["partitions"][0]["committed_offset"] == -1

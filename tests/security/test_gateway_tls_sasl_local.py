@@ -39,9 +39,19 @@ class _Method:
 
 class FakeRouter:
     def __init__(self) -> None:
+        self.bindings: list = []
+
         async def cred(user, mech):
             return CREDS.get((user, mech))
+
+        async def version():
+            return len(self.bindings)
+
+        async def acls():
+            return len(self.bindings), list(self.bindings)
         self.scram_credential = _Method(cred)
+        self.acl_version = _Method(version)
+        self.acls = _Method(acls)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +60,7 @@ def pki(tmp_path_factory):
 
 
 @contextmanager
-def secured_gateway(pki, **extra):
+def secured_gateway(pki, authorizer: bool = False, **extra):
     settings = resolve({"listeners": "SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
                         "ssl.keystore.location": pki.server, "ssl.truststore.location": pki.ca,
                         "listener.name.ssl.ssl.client.auth": "required",
@@ -64,6 +74,10 @@ def secured_gateway(pki, **extra):
 
         async def start() -> None:
             gw = Gateway(FakeRouter(), "0123456789abcdef")
+            if authorizer:
+                from logan_ray.security.authorizer import Authorizer
+
+                gw.authorizer = Authorizer(gw.cluster.router, ["User:admin"], False)
             box["gw"] = gw
             box["addrs"] = {}
             for sec in listener_securities(gateway_security(settings)):
@@ -242,3 +256,30 @@ def test_a_stalled_tls_handshake_is_dropped(pki, monkeypatch):
     with secured_gateway(pki) as (gw, addrs):
         with socket.create_connection(addrs["SASL_SSL"]) as s:  # connects, never says a word
             assert closed(s, timeout=10)
+
+
+def plain_login(sock, user: str, password: str) -> None:
+    assert call(sock, 17, 1, {"mechanism": "PLAIN"}, corr=90)["error_code"] == 0
+    assert call(sock, 36, 1, {"auth_bytes": f"\x00{user}\x00{password}".encode()}, corr=91)["error_code"] == 0
+
+
+def test_group_and_cluster_apis_answer_authorization_failures(pki):
+    from logan_ray.security import acl
+
+    with secured_gateway(pki, authorizer=True) as (gw, addrs):
+        gw.cluster.router.handle.bindings.append(
+            [acl.GROUP, "team-", acl.PREFIXED, "User:bob", "*", acl.READ, acl.ALLOW])  # not alice's
+        with socket.create_connection(addrs["SASL_PLAINTEXT"]) as s:
+            plain_login(s, "alice", "pw")
+            join = {"group_id": "team-1", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                    "member_id": "", "protocol_type": "consumer", "protocols": []}
+            assert call(s, 11, 5, join)["error_code"] == 30  # GROUP_AUTHORIZATION_FAILED
+            assert call(s, 10, 2, {"key": "team-1", "key_type": 0}, corr=2)["error_code"] == 30
+            binding = {"resource_type": acl.TOPIC, "resource_name": "t", "resource_pattern_type": acl.LITERAL,
+                       "principal": "User:alice", "host": "*", "operation": acl.READ, "permission_type": acl.ALLOW}
+            r = call(s, 30, 1, {"creations": [binding]}, corr=3)
+            assert r["results"][0]["error_code"] == 31  # CLUSTER_AUTHORIZATION_FAILED
+            r = call(s, 29, 1, {"resource_type_filter": 1, "operation": 1, "permission_type": 1}, corr=4)
+            assert r["error_code"] == 31
+            r = call(s, 50, 0, {"users": None}, corr=5)
+            assert r["error_code"] == 31
