@@ -66,7 +66,7 @@ def test_errors_over_the_channel_are_the_typed_errors_of_ray_calls(client, topic
         keyless.result(10)
     assert e.value.code == 87 and [i for i, _ in e.value.record_errors] == [0]
     handle, _ = client.partition_route(topic_name, 0)
-    from logan_ray.storage.records import build_batch
+    from logan_ray.storage.record_builder import build_batch
 
     too_big = client.local_path.call(handle, client.local_path.node_id, "append",
                                      payload=build_batch([b"x" * 5000], [b"k"]))
