@@ -105,7 +105,7 @@ def main() -> None:
             }
             print(machine.describe())
             print(f"{args.records:,} records of {args.record_size} B, one partition, confluent-kafka "
-                  f"{__import__('confluent_kafka').version()[0]}")
+                  f"{__import__('confluent_kafka').__version__}")
             rows = {}
             for name, conf in confs.items():
                 topic = f"bench-{name.lower()}-{uuid.uuid4().hex[:6]}"
