@@ -27,7 +27,8 @@ from typing import Any
 import ray
 from ray.util import metrics
 
-from logan_ray.storage.compaction import DEFAULT_MAP_BYTES, CleanResult, clean, describe, discard, dirty_stats
+from logan_ray.storage.cleanable import dirty_stats
+from logan_ray.storage.compaction import DEFAULT_MAP_BYTES, CleanResult, clean, describe, discard
 
 from .names import NAMESPACE, ROUTER_NAME, cleaner_name
 

@@ -43,6 +43,7 @@ from logan_ray.storage.partition_dir import delete_partition_dir, sweep_deleted
 
 from .names import NAMESPACE, ROUTER_NAME, actor_name, cleaner_name
 from .partition import partition_actor_class
+from .security_meta import SecurityMetadata
 from .topic_names import refuse_internal, validate_topic_name
 
 log = logging.getLogger("logan_ray.router")
@@ -57,7 +58,7 @@ DELETE_TIMEOUT_S = 60.0
 LEGACY_TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6761-6e2d-7261-792d-746f70696373")
 
 
-class RouterActor:
+class RouterActor(SecurityMetadata):
     def __init__(self, data_dir: str, *, auto_create_topics: bool = True, num_partitions: int = 1,
                  topic_defaults: dict[str, Any] | None = None, maintenance_interval_s: float = 300.0,
                  cleaner_interval_s: float = 15.0) -> None:

@@ -19,7 +19,9 @@ from needs import need  # noqa: E402  (bench/ is on sys.path when a bench runs a
 if __name__ == "__main__":
     need("logan_ray", "aiokafka")
 
-from logan_ray.storage.records import build_batch, compiled, decode_batch, decode_columns, scan_batch_raw
+from logan_ray.storage.raw_records import scan_batch_raw
+from logan_ray.storage.record_builder import build_batch
+from logan_ray.storage.records import compiled, decode_batch, decode_columns
 
 
 def best_rate(fn, records_per_call: int, seconds: float) -> float:

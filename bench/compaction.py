@@ -44,7 +44,7 @@ from machine import describe  # noqa: E402
 
 from logan_ray.storage.config import TopicConfig  # noqa: E402
 from logan_ray.storage.log import PartitionLog  # noqa: E402
-from logan_ray.storage.records import build_batch  # noqa: E402
+from logan_ray.storage.record_builder import build_batch  # noqa: E402
 
 MIB = 1 << 20
 

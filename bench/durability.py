@@ -32,7 +32,7 @@ from bench.kafka import LoganRay  # noqa: E402
 from bench.machine import describe  # noqa: E402
 from bench.needs import need  # noqa: E402
 from logan_ray.protocol import decode_response, encode_request  # noqa: E402
-from logan_ray.storage.records import build_batch  # noqa: E402
+from logan_ray.storage.record_builder import build_batch  # noqa: E402
 
 PRODUCE, CREATE_TOPICS = 0, 19
 RECORD = 100

@@ -45,7 +45,7 @@ def fill_topic(client, records: int, partitions: int, value_size: int) -> None:
     """Append whole 5,000-record batches straight to the partition actors (not what is measured)."""
     import ray
 
-    from logan_ray.storage.records import build_batch
+    from logan_ray.storage.record_builder import build_batch
 
     client.create_topic(TOPIC, partitions=partitions)
     actors = [client.partition_actor(TOPIC, p) for p in range(partitions)]

@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from logan_ray.storage.batch_header import iter_headers  # noqa: E402
 from logan_ray.storage.config import TopicConfig  # noqa: E402
 from logan_ray.storage.log import PartitionLog  # noqa: E402
-from logan_ray.storage.records import build_batch  # noqa: E402
+from logan_ray.storage.record_builder import build_batch  # noqa: E402
 
 MIB = 1 << 20
 

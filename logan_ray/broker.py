@@ -13,7 +13,7 @@ import os
 import signal
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import ray
 
@@ -21,6 +21,9 @@ from . import client as _client
 from . import runtime_file
 from ._ray import get
 from .errors import LoganError
+
+if TYPE_CHECKING:
+    from .broker_config import BrokerSettings
 
 
 class AlreadyRunningError(LoganError):
@@ -42,6 +45,33 @@ class BrokerOptions:
     advertised_port: int | None = None
     # HTTP API and console (Ray Serve): "off" or "[HOST]:PORT[/PREFIX]"; None: $LOGAN_RAY_HTTP or 127.0.0.1:8000.
     http: str | None = None
+    # Broker settings by Kafka's names (``--config``/``--config-file``); they win over the fields above.
+    config: dict[str, str] = field(default_factory=dict)
+
+    def kafka_settings(self) -> dict[str, str]:
+        """The fields above as Kafka-named settings, overridden by ``config``."""
+        given: dict[str, str] = {}
+        if not self.auto_create_topics:
+            given["auto.create.topics.enable"] = "false"
+        if self.num_partitions != 1:
+            given["num.partitions"] = str(self.num_partitions)
+        given.update(self.config)
+        return given
+
+    def resolve(self) -> "BrokerSettings":
+        from .broker_config import resolve
+
+        return resolve(self.kafka_settings())
+
+
+#: Settings that switch the gateways from the plain --host/--port listener to Kafka's listeners.
+_LISTENER_KEYS = ("listeners", "advertised.listeners", "listener.security.protocol.map", "authorizer.class.name",
+                  "super.users", "allow.everyone.if.no.acl.found", "sasl.", "ssl.", "listener.name.",
+                  "connections.max.reauth.ms")
+
+
+def uses_listeners(config: dict[str, str]) -> bool:
+    return any(k == p or (p.endswith(".") and k.startswith(p)) for k in config for p in _LISTENER_KEYS)
 
 
 @dataclass
@@ -59,14 +89,21 @@ class Broker:
 
     def start(self) -> dict[str, Any]:
         o = self.options
+        settings = o.resolve()  # unknown or bad settings fail before anything starts
+        security = None
+        if o.gateway and uses_listeners(o.config):
+            from .security.config import gateway_security
+
+            security = gateway_security(settings)
         os.makedirs(o.data_dir, exist_ok=True)
         existing = _client.read_broker_file(o.data_dir)
         if existing is not None and existing.get("pid") != os.getpid():
             raise AlreadyRunningError(
                 f"a logan-ray broker (pid {existing.get('pid')}) already serves {o.data_dir}; stop it first")
         self.owns_ray = _client.init_ray(o.address, o.data_dir)
-        self.router = _client.ensure_router(o.data_dir, auto_create_topics=o.auto_create_topics,
-                                            num_partitions=o.num_partitions)
+        self.router = _client.ensure_router(o.data_dir, auto_create_topics=settings.get("auto.create.topics.enable"),
+                                            num_partitions=settings.get("num.partitions"),
+                                            topic_defaults=settings.topic_defaults)
         from logan_ray.actors.group_coordinator import ensure_group_coordinator
 
         ensure_group_coordinator()  # replays committed offsets before clients arrive
@@ -79,11 +116,19 @@ class Broker:
         if o.gateway:
             from .gateway import start_gateways
 
-            self.gateways = start_gateways(o.host, o.port, o.advertised_host, o.advertised_port)
+            limits = {"queued_max_request_bytes": settings.get("queued.max.request.bytes"),
+                      "max_connections": settings.get("max.connections"),
+                      "max_connections_per_ip": settings.get("max.connections.per.ip"),
+                      "max_connections_per_ip_overrides": settings.get("max.connections.per.ip.overrides") or None}
+            self.gateways = start_gateways(o.host, o.port, o.advertised_host, o.advertised_port,
+                                           max_frame_bytes=settings.get("socket.request.max.bytes"), limits=limits,
+                                           security=security)
             here = ray.get_runtime_context().get_node_id()
             ordered = [self.gateways[here]] if here in self.gateways else []
             ordered += [ep for node, ep in sorted(self.gateways.items()) if node != here]
             self.endpoints["kafka"] = ",".join(ordered)
+            if security is not None and len(security["listeners"]) > 1:
+                self.endpoints["listeners"] = _listener_endpoints(list(self.gateways))
         from .http import parse_http_setting
 
         http = parse_http_setting(o.http)
@@ -117,6 +162,19 @@ class Broker:
             runtime_file.withdraw(self.options.data_dir, os.getpid())
             if self.owns_ray:
                 ray.shutdown()
+
+
+def _listener_endpoints(nodes: list[str]) -> dict[str, str]:
+    """{listener name: "host:port,..."} over the gateways of ``nodes``."""
+    from .gateway import gateway_name
+    from ._ray import NAMESPACE
+
+    out: dict[str, list[str]] = {}
+    for node in nodes:
+        actor = ray.get_actor(gateway_name(node), namespace=NAMESPACE)
+        for name, ep in get(actor.listener_endpoints.remote(), timeout=30).items():
+            out.setdefault(name, []).append(ep)
+    return {name: ",".join(eps) for name, eps in out.items()}
 
 
 def run_foreground(options: BrokerOptions, on_ready: Callable[[dict[str, Any]], None] | None = None) -> None:

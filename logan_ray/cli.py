@@ -113,11 +113,18 @@ def cmd_start(args: argparse.Namespace) -> int:
     _ray_only(args, "start")
     from .broker import BrokerOptions, run_foreground
 
+    config = _broker_config(args)
+    log_dir = config.pop("log.dirs", None) or config.pop("log.dir", None)
+    if log_dir is not None:
+        log_dir = os.path.abspath(os.path.expanduser(log_dir.strip()))
+        if args.data_dir and args.data_dir != log_dir:
+            raise ValueError(f"--data-dir {args.data_dir} and log.dirs={log_dir} disagree; give one of them")
+        args.data_dir = log_dir
     args.data_dir = args.data_dir or runtime_file.default_data_dir()
-    opts = BrokerOptions(data_dir=args.data_dir, address=args.address,
-                         auto_create_topics=not args.no_auto_create_topics, num_partitions=args.num_partitions,
-                         gateway=not args.no_gateway, host=args.host, port=args.port,
-                         advertised_host=args.advertised_host, advertised_port=args.advertised_port)
+    opts = BrokerOptions(data_dir=args.data_dir, address=args.address, gateway=not args.no_gateway,
+                         host=args.host or "127.0.0.1", port=9092 if args.port is None else args.port,
+                         advertised_host=args.advertised_host, advertised_port=args.advertised_port, config=config)
+    opts.resolve()  # unknown names or bad values: one line and exit 1, before anything starts
     opts.http = args.http  # HTTP API (logan_ray.http); a bad value fails here, before anything starts
     from .http.settings import parse_http_setting
 
@@ -136,13 +143,21 @@ def cmd_start(args: argparse.Namespace) -> int:
         _err(f"a broker (pid {info['pid']}) already serves {args.data_dir}")
         return 1
     os.makedirs(args.data_dir, exist_ok=True)
-    cmd = [sys.executable, "-m", "logan_ray.cli", "--data-dir", args.data_dir, "start", "--foreground",
-           "--num-partitions", str(args.num_partitions)]
+    cmd = [sys.executable, "-m", "logan_ray.cli", "--data-dir", args.data_dir, "start", "--foreground"]
     if args.address:
         cmd += ["--address", args.address]
+    if args.config_file:  # passed by path: secrets in it (ssl.key.password) stay out of the process list
+        cmd += ["--config-file", os.path.abspath(args.config_file)]
+    for item in args.config or ():
+        cmd += ["--config", item]
+    if args.num_partitions is not None:
+        cmd += ["--num-partitions", str(args.num_partitions)]
     if args.no_auto_create_topics:
         cmd.append("--no-auto-create-topics")
-    cmd += ["--host", args.host, "--port", str(args.port)]
+    if args.host is not None:
+        cmd += ["--host", args.host]
+    if args.port is not None:
+        cmd += ["--port", str(args.port)]
     if args.advertised_host:
         cmd += ["--advertised-host", args.advertised_host]
     if args.advertised_port:
@@ -171,11 +186,30 @@ def cmd_start(args: argparse.Namespace) -> int:
     return 1
 
 
+def _broker_config(args: argparse.Namespace) -> dict[str, str]:
+    """Kafka-named broker settings: --config-file, then --config, then the flags that name one."""
+    from .broker_config import parse_assignments, read_properties_file
+
+    config: dict[str, str] = {}
+    if args.config_file:
+        config.update(read_properties_file(args.config_file))
+    config.update(parse_assignments(args.config or ()))
+    if args.num_partitions is not None:
+        config["num.partitions"] = str(args.num_partitions)
+    if args.no_auto_create_topics:
+        config["auto.create.topics.enable"] = "false"
+    if (args.host is not None or args.port is not None) and "listeners" in config:
+        raise ValueError("--host/--port and listeners both say where to listen; give one of them")
+    return config
+
+
 def _print_endpoints(ep: dict[str, Any]) -> None:
     print(f"data dir:      {ep['data_dir']}")
     print(f"ray address:   {ep['ray_address']}")
     if ep.get("kafka"):
         print(f"kafka:         {ep['kafka']}  (bootstrap.servers)")
+    for name, eps in sorted((ep.get("listeners") or {}).items()):
+        print(f"  listener {name}: {eps}")
     if ep.get("http"):
         print(f"http:          {ep['http']}/  (console {ep['http']}/console, API docs {ep['http']}/docs)")
     if ep.get("dashboard"):
@@ -364,6 +398,21 @@ def cmd_groups(args: argparse.Namespace) -> int:
     return run_groups(_connect(args), args)
 
 
+# ------------------------------------------------------------------- security
+def cmd_users(args: argparse.Namespace) -> int:
+    from .security_cli import run_users
+
+    _ray_only(args, "users")
+    return run_users(_connect(args), args)
+
+
+def cmd_acls(args: argparse.Namespace) -> int:
+    from .security_cli import run_acls
+
+    _ray_only(args, "acls")
+    return run_acls(_connect(args), args)
+
+
 # ----------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="logan-ray", description="A Kafka-compatible streaming log on Ray.")
@@ -371,10 +420,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("start", help="start a broker")
     s.add_argument("--foreground", action="store_true", help="stay up until Ctrl-C or SIGTERM")
-    s.add_argument("--num-partitions", type=int, default=1, help="partitions of auto-created topics")
-    s.add_argument("--no-auto-create-topics", action="store_true")
-    s.add_argument("--host", default="127.0.0.1", help="Kafka gateway listen address (default 127.0.0.1)")
-    s.add_argument("--port", type=int, default=9092, help="Kafka gateway port on every node (default 9092)")
+    s.add_argument("--config", action="append", metavar="NAME=VALUE",
+                   help="a broker setting by Kafka's name (repeatable), e.g. listeners=SASL_SSL://:9093")
+    s.add_argument("--config-file", default=None, metavar="server.properties",
+                   help="broker settings in a Kafka-style properties file (--config wins over it)")
+    s.add_argument("--num-partitions", type=int, default=None, help="partitions of auto-created topics "
+                                                                      "(num.partitions, default 1)")
+    s.add_argument("--no-auto-create-topics", action="store_true", help="auto.create.topics.enable=false")
+    s.add_argument("--host", default=None, help="Kafka gateway listen address (default 127.0.0.1)")
+    s.add_argument("--port", type=int, default=None, help="Kafka gateway port on every node (default 9092)")
     s.add_argument("--advertised-host", default=None, help="host clients are told to connect to")
     s.add_argument("--advertised-port", type=int, default=None, help="port clients are told to connect to")
     s.add_argument("--no-gateway", action="store_true", help="no Kafka gateway (Python API only)")
@@ -435,6 +489,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .group_cli import add_groups_parser
 
     add_groups_parser(sub).set_defaults(func=cmd_groups)
+    from .security_cli import add_acls_parser, add_users_parser
+
+    add_users_parser(sub).set_defaults(func=cmd_users)
+    add_acls_parser(sub).set_defaults(func=cmd_acls)
     _add_global_options(p)
     return p
 

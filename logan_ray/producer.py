@@ -36,7 +36,8 @@ import ray
 
 from logan_ray.storage.batch_header import HEADER_SIZE
 from logan_ray.storage.compression import NONE, codec_id
-from logan_ray.storage.records import Column, build_batch
+from logan_ray.storage.record_builder import build_batch
+from logan_ray.storage.records import Column
 
 from ._ray import get
 from .errors import (

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from .batch_header import BatchHeader, Buffer
 from .errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError, InvalidTxnStateError
-from .records import iter_batch_records_raw
+from .raw_records import iter_batch_records_raw
 
 
 def check_client_batch(buf: Buffer, pos: int, h: BatchHeader, compacted: bool, where: str = "batch",

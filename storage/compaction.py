@@ -34,37 +34,36 @@ One pass, in Kafka's terms:
   batches are compacted like any other: logan-ray has no transactions yet, so
   there are no aborted records to drop and no marker can be proven obsolete.
 
-The output of each group is ``<stem>.log.cleaned`` plus indexes, fsynced;
-:mod:`.swap` explains how it replaces the old files crash-safely.
+The output of each group is ``<stem>.log.cleaned`` plus indexes, fsynced
+(:mod:`.cleaned_segment`); :mod:`.swap` explains how it replaces the old files
+crash-safely. What may be cleaned is decided in :mod:`.cleanable`, how far
+cleaning got is kept in :mod:`.cleaner_checkpoint`.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, NamedTuple, Sequence
 
-from .atomic import atomic_write
 from .batch_header import CONTROL_BIT, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_BIT, BatchHeader, named
+from .cleanable import CleanView, SegmentView, dirty_stats
+from .cleaned_segment import CleanedSegmentWriter
+from .cleaner_checkpoint import CleanerCheckpoint
 from .compression import NONE, decompress
-from .config import TopicConfig
 from .errors import CorruptRecordError
 from .file_batches import SCAN_CHUNK, FileBatches
-from .index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
+from .index import MAX_RELATIVE_OFFSET
 from .offset_map import OffsetMap
-from .records import RawRecord, rebuild_batch, scan_records
-from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_stem
+from .raw_records import RawRecord, rebuild_batch, scan_records
+from .segment_files import segment_stem
 from .swap import PENDING_SUFFIX, committed_stems, discard_pending
-from .sync import fsync_dir, fsync_path
+from .sync import fsync_dir
 
 log = logging.getLogger(__name__)
 
-CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 DEFAULT_MAP_BYTES = 128 << 20  # Kafka's log.cleaner.dedupe.buffer.size default
-WRITE_CHUNK = 4 << 20
-MAX_PASS_HISTORY = 64
 
 # Crash-test hook: called with a step name at every point where a crash
 # matters ("group-written", "before-manifest", "manifest-written", ...).
@@ -75,173 +74,6 @@ crash_hook: Callable[[str], None] | None = None
 def step(name: str) -> None:
     if crash_hook is not None:
         crash_hook(name)
-
-
-# ----------------------------------------------------------------- checkpoint
-
-
-@dataclass(frozen=True)
-class CleanerCheckpoint:
-    """Where cleaning got to in one partition, persisted in its folder.
-
-    ``clean_offset`` is Kafka's cleaner checkpoint: every offset below it has
-    been through a completed pass. ``passes`` holds ``(clean offset reached,
-    wall-clock ms)`` of recent passes in ascending order, enough to know when
-    each tombstone was first cleaned without touching the batches.
-    """
-
-    clean_offset: int = 0
-    passes: tuple[tuple[int, int], ...] = ()
-
-    def tombstone_horizon(self, now_ms: int, delete_retention_ms: int) -> int:
-        """Tombstones below this offset were first cleaned at least ``delete.retention.ms`` ago."""
-        cutoff = now_ms - delete_retention_ms
-        horizon = 0
-        for end, when in self.passes:
-            if when > cutoff:
-                break
-            horizon = end
-        return min(horizon, self.clean_offset)
-
-    def after_pass(self, end: int, now_ms: int, delete_retention_ms: int) -> "CleanerCheckpoint":
-        """The checkpoint once a pass covering everything below ``end`` is installed."""
-        # Offsets below an existing entry's end were first cleaned at its time; only
-        # offsets past every entry are first cleaned now.
-        passes: list[tuple[int, int]] = []
-        for e, t in self.passes:
-            if e >= end:
-                passes.append((end, t))
-                break
-            passes.append((e, t))
-        else:
-            # One entry per time bucket of delete.retention.ms / (history - 2): a pass in
-            # the same bucket as the last entry extends it and lends it its (later) time,
-            # so tombstones are kept at most one bucket longer, never shorter, and the
-            # history stays bounded however often passes run.
-            bucket = max(1, delete_retention_ms // (MAX_PASS_HISTORY - 2))
-            if passes and passes[-1][1] // bucket == now_ms // bucket and passes[-1][1] <= now_ms:
-                passes[-1] = (end, now_ms)
-            else:
-                passes.append((end, now_ms))
-        cutoff = now_ms - delete_retention_ms
-        # Passes old enough to free their tombstones collapse into one entry.
-        expired = 0
-        while expired < len(passes) and passes[expired][1] <= cutoff:
-            expired += 1
-        if expired > 1:
-            passes = passes[expired - 1:]
-        # A hard cap for when delete.retention.ms shrank: the entry closest in time
-        # to its successor hands it its offsets (kept longer, never shorter).
-        while len(passes) > MAX_PASS_HISTORY:
-            gaps = [passes[i + 1][1] - passes[i][1] for i in range(len(passes) - 1)]
-            del passes[gaps.index(min(gaps))]
-        return CleanerCheckpoint(end, tuple(passes))
-
-    def to_json(self) -> bytes:
-        return json.dumps({"version": 1, "clean_offset": self.clean_offset,
-                           "passes": [list(p) for p in self.passes]}).encode()
-
-    @classmethod
-    def from_json(cls, data: bytes) -> "CleanerCheckpoint":
-        doc = json.loads(data)
-        passes = tuple((int(e), int(t)) for e, t in doc.get("passes", ()))
-        return cls(int(doc["clean_offset"]), passes)
-
-
-def read_checkpoint(directory: str) -> CleanerCheckpoint:
-    """The partition's cleaner checkpoint; a missing or unreadable one means "nothing cleaned yet"."""
-    path = os.path.join(directory, CHECKPOINT_FILE)
-    try:
-        with open(path, "rb") as f:
-            return CleanerCheckpoint.from_json(f.read())
-    except FileNotFoundError:
-        return CleanerCheckpoint()
-    except (ValueError, KeyError, TypeError) as e:
-        log.warning("ignoring unreadable cleaner checkpoint %s: %s", path, e)
-        return CleanerCheckpoint()
-
-
-def write_checkpoint(directory: str, checkpoint: CleanerCheckpoint, *, durable: bool = False) -> None:
-    """Replace the checkpoint (temp file + rename).
-
-    Not fsynced by default, to keep the swap's critical section short: losing
-    it to a power cut only moves cleaning back (the next pass rescans more,
-    tombstones are kept longer), and an unreadable one reads as "nothing
-    cleaned yet". Both are safe.
-    """
-    path = os.path.join(directory, CHECKPOINT_FILE)
-    if durable:
-        atomic_write(path, checkpoint.to_json())
-        return
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(checkpoint.to_json())
-    os.replace(tmp, path)
-
-
-# ------------------------------------------------------------------- the view
-
-
-class SegmentView(NamedTuple):
-    base_offset: int
-    next_offset: int
-    size: int
-    max_timestamp: int
-    path: str
-    generation: int
-    durable: bool  # closed and fsynced
-
-
-class CleanView(NamedTuple):
-    """What a cleaner needs to know about a partition log (picklable, for other processes)."""
-
-    directory: str
-    name: str
-    segments: tuple[SegmentView, ...]  # the last one is the active segment
-    log_start: int
-    log_end: int
-    recovery_point: int
-    config: TopicConfig
-    checkpoint: CleanerCheckpoint
-    now_ms: int  # the log's clock when the view was taken
-
-
-class DirtyStats(NamedTuple):
-    first_dirty: int
-    first_uncleanable: int
-    clean_bytes: int
-    dirty_bytes: int
-    ratio: float  # dirty / (clean + dirty), Kafka's cleanable ratio
-
-
-def first_dirty_offset(view: CleanView) -> int:
-    """The checkpoint, unless it lies outside the log (truncated, deleted records): then the log start."""
-    offset = view.checkpoint.clean_offset
-    if offset < view.log_start or offset > view.log_end:
-        return view.log_start
-    return offset
-
-
-def dirty_stats(view: CleanView, now_ms: int) -> DirtyStats:
-    """How much of the log a pass could clean now, by whole segments."""
-    first_dirty = first_dirty_offset(view)
-    closed = view.segments[:-1]
-    uncleanable = view.segments[-1].base_offset
-    lag = view.config.min_compaction_lag_ms
-    for s in closed:
-        if not s.durable or s.next_offset > view.recovery_point or (lag > 0 and s.max_timestamp > now_ms - lag):
-            uncleanable = s.base_offset
-            break
-    clean = dirty = 0
-    for s in closed:
-        if s.base_offset >= uncleanable:
-            break
-        if s.next_offset <= first_dirty:
-            clean += s.size
-        else:
-            dirty += s.size
-    total = clean + dirty
-    return DirtyStats(first_dirty, uncleanable, clean, dirty, dirty / total if total else 0.0)
 
 
 # ------------------------------------------------------------------ results
@@ -419,68 +251,6 @@ def fits(group_first: SegmentView, written: int, nxt: SegmentView, max_bytes: in
     return written + nxt.size <= max_bytes and nxt.next_offset - 1 - group_first.base_offset <= MAX_RELATIVE_OFFSET
 
 
-class _SegmentWriter:
-    """Writes one cleaned segment (``.cleaned`` files) and its indexes, as Segment.append would."""
-
-    def __init__(self, directory: str, base_offset: int, generation: int, config: TopicConfig):
-        self.stem = segment_stem(base_offset, generation)
-        self.base_offset = base_offset
-        self.generation = generation
-        self.path = os.path.join(directory, self.stem + LOG_SUFFIX + PENDING_SUFFIX)
-        self.index = OffsetIndex(os.path.join(directory, self.stem + INDEX_SUFFIX + PENDING_SUFFIX), base_offset,
-                                 config.segment_index_bytes)
-        self.timeindex = TimeIndex(os.path.join(directory, self.stem + TIMEINDEX_SUFFIX + PENDING_SUFFIX), base_offset,
-                                   config.segment_index_bytes)
-        self.interval = config.index_interval_bytes
-        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
-        self.buf = bytearray()
-        self.position = 0
-        self.since_index = 0
-        self.max_ts = -1
-        self.offset_of_max = -1
-
-    def add(self, data, base: int, max_ts: int) -> None:
-        if max_ts > self.max_ts:
-            self.max_ts, self.offset_of_max = max_ts, base
-        if self.since_index > self.interval:
-            self.index.append(base, self.position)
-            self.timeindex.maybe_append(self.max_ts, self.offset_of_max)
-            self.since_index = 0
-        n = len(data)
-        self.since_index += n
-        self.position += n
-        self.buf += data
-        if len(self.buf) >= WRITE_CHUNK:
-            self._drain()
-
-    def _drain(self) -> None:
-        view = memoryview(self.buf)
-        done = 0
-        while done < len(view):
-            done += os.write(self.fd, view[done:])
-        view.release()
-        self.buf = bytearray()
-
-    def finish(self) -> int:
-        """Write everything, fsync, and persist the indexes; returns the file size."""
-        self._drain()
-        os.fsync(self.fd)
-        os.close(self.fd)
-        self.fd = -1
-        if self.max_ts >= 0:
-            self.timeindex.maybe_append(self.max_ts, self.offset_of_max)
-        self.index.write(rewrite=True)
-        self.timeindex.write(rewrite=True)
-        fsync_path(self.index.path)
-        fsync_path(self.timeindex.path)
-        return self.position
-
-    def abort(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-
-
 class _Copier:
     """The retain decision for every batch of the segments being recopied."""
 
@@ -563,7 +333,7 @@ class _GroupWriter:
         self.copier = copier
         self.fds = fds
         self.result = result
-        self.writer: _SegmentWriter | None = None
+        self.writer: CleanedSegmentWriter | None = None
         self.group: list[SegmentView] = []
         self.changed = False
         self.committed = committed_stems(view.directory)
@@ -591,7 +361,7 @@ class _GroupWriter:
             # error mid-swap): its .cleaned files are data now. Reopening the log finishes it.
             raise RuntimeError(f"{self.view.name}: an unfinished swap of {stem} is pending; reopen the partition log")
         discard_pending(self.view.directory, stem)  # leftovers of a crashed earlier attempt
-        self.writer = _SegmentWriter(self.view.directory, first.base_offset, first.generation + 1, self.view.config)
+        self.writer = CleanedSegmentWriter(self.view.directory, first.base_offset, first.generation + 1, self.view.config)
         self.group = []
         self.changed = False
 
@@ -749,22 +519,13 @@ def compact(plog, now_ms: int | None = None, *, map_bytes: int = DEFAULT_MAP_BYT
 
 
 __all__ = [
-    "CleanerCheckpoint",
-    "CleanView",
-    "SegmentView",
-    "DirtyStats",
     "CleanedGroup",
     "ReplacedSegment",
     "CleanStats",
     "CleanResult",
     "Compaction",
     "MapTooSmallError",
-    "CHECKPOINT_FILE",
     "DEFAULT_MAP_BYTES",
-    "read_checkpoint",
-    "write_checkpoint",
-    "first_dirty_offset",
-    "dirty_stats",
     "fits",
     "clean",
     "discard",

@@ -34,6 +34,11 @@ from typing import Callable, NamedTuple
 
 from . import compaction as _compaction
 from .batch_header import named, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch
+from .cleaned_install import ReplacedSegments, SwapReport, prepare_cleaned
+from .cleanable import CleanView, DirtyStats, SegmentView, dirty_stats
+from .cleaner_checkpoint import CleanerCheckpoint
+from .cleaner_checkpoint import read_checkpoint as read_cleaner_checkpoint
+from .cleaner_checkpoint import write_checkpoint as write_cleaner_checkpoint
 from .config import TopicConfig
 from .errors import (
     CorruptRecordError,
@@ -63,7 +68,7 @@ from .retention import SegmentFacts, deletable_prefix
 from .roll_flusher import RollFlusher
 from .segment import CorruptBatch, FileSlice, Segment
 from .segment_recovery import scan as scan_segment
-from .swap import PENDING_SUFFIX, discard_pending, write_manifest
+from .swap import discard_pending, write_manifest
 from .sync import fdatasync, free_bytes, fsync_dir, is_no_space
 from .time_lookup import first_at_or_after, first_with_max_timestamp
 
@@ -96,35 +101,6 @@ class SegmentInfo(NamedTuple):
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-class SwapReport(NamedTuple):
-    installed: int  # cleaned segments swapped in
-    discarded: int  # cleaned segments thrown away (the log changed under them)
-    replaced: int  # old segments replaced
-    checkpoint: int  # the cleaner checkpoint (clean offset) afterwards
-
-
-class _ReplacedSegments:
-    """Old segments of one swap, deleted after the delay, then their manifest (see :mod:`.swap`)."""
-
-    def __init__(self, manifest: str, segments: list[Segment]):
-        self.manifest = manifest
-        self.segments = segments
-
-    def delete_files(self) -> None:
-        for seg in self.segments:
-            seg.delete_files()
-        fsync_dir(os.path.dirname(self.manifest))  # the files are gone for good before the manifest goes
-        _compaction.step("old-files-deleted")
-        try:
-            os.remove(self.manifest)
-        except FileNotFoundError:
-            pass
-
-    def close(self) -> None:
-        for seg in self.segments:
-            seg.close()
 
 
 class PartitionLog:
@@ -210,8 +186,8 @@ class PartitionLog:
             # From now on a crash must be detected: the marker goes, durably.
             os.remove(marker)
             fsync_dir(self.directory)
-        self._pending_deletes: list[tuple[int, Segment | _ReplacedSegments]] = []
-        self._cleaner_checkpoint = _compaction.read_checkpoint(self.directory)
+        self._pending_deletes: list[tuple[int, Segment | ReplacedSegments]] = []
+        self._cleaner_checkpoint = read_cleaner_checkpoint(self.directory)
         self._last_flush_ms = now
         self._flusher = RollFlusher(self.name, self._flush_to)
         self._stats = {
@@ -720,25 +696,25 @@ class PartitionLog:
 
     # --------------------------------------------------------------- compaction
     @property
-    def cleaner_checkpoint(self) -> "_compaction.CleanerCheckpoint":
+    def cleaner_checkpoint(self) -> CleanerCheckpoint:
         return self._cleaner_checkpoint
 
-    def cleaning_view(self) -> "_compaction.CleanView":
+    def cleaning_view(self) -> CleanView:
         """A snapshot of the segments for a cleaner, which may run in another process."""
         with self._lock:
             self._check_open()
             active = self._segments[-1]
             segments = tuple(
-                _compaction.SegmentView(s.base_offset, s.next_offset, s.size, s.max_timestamp, s.path, s.generation,
+                SegmentView(s.base_offset, s.next_offset, s.size, s.max_timestamp, s.path, s.generation,
                                         s.durable and s is not active)
                 for s in self._segments
             )
-            return _compaction.CleanView(self.directory, self.name, segments, self._log_start, self._log_end,
+            return CleanView(self.directory, self.name, segments, self._log_start, self._log_end,
                                          self._recovery_point, self._config, self._cleaner_checkpoint, self._clock())
 
-    def dirty_stats(self) -> "_compaction.DirtyStats":
+    def dirty_stats(self) -> DirtyStats:
         view = self.cleaning_view()
-        return _compaction.dirty_stats(view, view.now_ms)
+        return dirty_stats(view, view.now_ms)
 
     def install_cleaned(self, result: "_compaction.CleanResult") -> SwapReport:
         """Swap a cleaning pass's segments in; the short critical section of compaction.
@@ -760,7 +736,7 @@ class PartitionLog:
             groups = list(result.groups)
             prepared = []
             for gi, group in enumerate(groups):
-                new = self._prepare_cleaned(group)
+                new = prepare_cleaned(self.name, self.directory, self._segments, group, self._config)
                 if new is None:
                     for rest in groups[gi:]:
                         discard_pending(self.directory, rest.stem)
@@ -781,13 +757,13 @@ class PartitionLog:
                     self._segments[first:first + len(old)] = [seg]
                 self._bases = [s.base_offset for s in self._segments]
                 fsync_dir(self.directory)
-                replaced_segments = _ReplacedSegments(manifest, [o for _, _, old in prepared for o in old])
+                replaced_segments = ReplacedSegments(manifest, [o for _, _, old in prepared for o in old])
                 self._pending_deletes.append((now + self._config.file_delete_delay_ms, replaced_segments))
             if installed == len(groups):
                 checkpoint = result.checkpoint
                 if checkpoint.clean_offset > self._log_end:  # the log was cut back meanwhile
-                    checkpoint = _compaction.CleanerCheckpoint(self._log_start)
-                _compaction.write_checkpoint(self.directory, checkpoint)
+                    checkpoint = CleanerCheckpoint(self._log_start)
+                write_cleaner_checkpoint(self.directory, checkpoint)
                 self._cleaner_checkpoint = checkpoint
                 _compaction.step("checkpoint-written")
             self._stats["cleanings"] += 1
@@ -797,30 +773,6 @@ class PartitionLog:
         self._delete_files(due)
         return report
 
-    def _prepare_cleaned(self, group: "_compaction.CleanedGroup") -> tuple[Segment, int, list[Segment]] | None:
-        """Open a cleaned segment and find the run it replaces; None if either is not as expected."""
-        paths = [r.path for r in group.replaced]
-        first = next((i for i, s in enumerate(self._segments) if s.path == paths[0]), None)
-        if first is None:
-            return None
-        old = self._segments[first:first + len(paths)]
-        if (
-            first + len(paths) >= len(self._segments)  # never the active segment
-            or [s.path for s in old] != paths
-            or [s.size for s in old] != [r.size for r in group.replaced]
-            or old[0].base_offset != group.base_offset
-        ):
-            return None
-        seg = Segment(self.directory, group.base_offset, index_bytes=self._config.segment_index_bytes,
-                      index_interval=self._config.index_interval_bytes, generation=group.generation,
-                      pending_suffix=PENDING_SUFFIX)
-        if not os.path.exists(seg.path) or os.path.getsize(seg.path) != group.size:
-            return None
-        if not seg.load_trusted() or seg.next_offset > self._segments[first + len(paths)].base_offset:
-            seg.close()
-            log.error("%s: cleaned segment %s failed its checks; not installed", self.name, seg.path)
-            return None
-        return seg, first, old
 
     def discard_cleaned(self, result: "_compaction.CleanResult") -> None:
         """Throw away a pass that will not be installed."""

@@ -11,7 +11,7 @@ import struct
 
 from logan_ray.storage.batch_header import CRC_START, HEADER_SIZE, compute_crc
 from logan_ray.storage.compression import ZSTD
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 RLE_BLOCK = 128 * 1024

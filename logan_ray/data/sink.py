@@ -30,7 +30,7 @@ from logan_ray.producer import COMPRESSION_HEADROOM, DEFAULT_MAX_MESSAGE_BYTES, 
 from logan_ray.storage.batch_header import HEADER_SIZE
 from logan_ray.storage.compression import NONE, codec_id
 from logan_ray.storage.producer_state import RETAINED_BATCHES
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
 
 from .murmur import partitions_for_keys
 from .values import encode_column

@@ -33,8 +33,11 @@ def gateway_name(node_id: str) -> str:
 class GatewayActor:
     def __init__(self, host: str, port: int, advertised_host: str | None, advertised_port: int | None,
                  max_frame_bytes: int = MAX_FRAME_BYTES, cluster_id: str = "logan-ray",
-                 limits: dict[str, Any] | None = None) -> None:
+                 limits: dict[str, Any] | None = None, security: dict[str, Any] | None = None) -> None:
         self.host, self.port = host, port
+        #: listeners and their security (logan_ray.security.config.gateway_security); None: one PLAINTEXT
+        self.security = security
+        self._listener_bound: dict[str, tuple[str, int]] = {}
         self.limits = dict(limits or {})  # Gateway keyword arguments: queued_max_request_bytes, max_connections...
         self.advertised_host, self.advertised_port = advertised_host, advertised_port
         self.max_frame_bytes = max_frame_bytes
@@ -66,12 +69,55 @@ class GatewayActor:
                     except OSError:
                         self._bound = None
             if self._bound is None:
-                self._bound = gateway.listen(self.host, self.port)
+                self._bound = gateway.listen(self.host, self.port, **self._primary_security(gateway))
+            if self.security is not None:
+                self._listen_secondaries(gateway)
             self._gateway = gateway
             self.port = self._bound[1]  # a restart re-binds the same port
             await self._register()
             self._register_task = asyncio.get_running_loop().create_task(self._keep_registered())
         return self.endpoint()
+
+    def _primary_security(self, gateway: Gateway) -> dict[str, Any]:
+        """Set up listener security on ``gateway``; the keyword arguments of its first listen()."""
+        if self.security is None:
+            return {}
+        from logan_ray.security.config import listener_securities
+
+        self._securities = listener_securities(self.security)
+        first = self._securities[0]
+        gateway.primary_listener = first.listener.name
+        auth = self.security.get("authorizer") or {}
+        if auth.get("enabled"):
+            from logan_ray.security.authorizer import Authorizer
+
+            gateway.authorizer = Authorizer(gateway.cluster.router, auth.get("super_users", ()),
+                                            auth.get("allow_if_no_acl", False))
+        return {"security": first}
+
+    def _listen_secondaries(self, gateway: Gateway) -> None:
+        assert self._bound is not None
+        self._listener_bound[self._securities[0].listener.name] = self._bound
+        for sec in self._securities[1:]:
+            ln = sec.listener
+            try:
+                self._listener_bound[ln.name] = gateway.listen(ln.host, ln.port, security=sec)
+            except OSError:
+                gateway.close()
+                raise
+
+    def _listener_advertised(self) -> dict[str, tuple[str, int]]:
+        out = {}
+        for sec in getattr(self, "_securities", []):
+            ln = sec.listener
+            bound = self._listener_bound.get(ln.name)
+            if bound is None:
+                continue
+            host = ln.advertised_host or bound[0]
+            if host in ("0.0.0.0", "::", ""):
+                host = ray.util.get_node_ip_address()
+            out[ln.name] = (host, ln.advertised_port or bound[1])
+        return out
 
     def _advertised(self) -> tuple[str, int]:
         assert self._bound is not None
@@ -90,6 +136,8 @@ class GatewayActor:
         host, port = self._advertised()
         assert self._gateway is not None
         await self._gateway.cluster.router.register_gateway.remote(self.node_id, host, port)
+        if self.security is not None:
+            await self._gateway.cluster.router.register_listeners.remote(self.node_id, self._listener_advertised())
 
     async def _keep_registered(self) -> None:
         while True:
@@ -99,9 +147,14 @@ class GatewayActor:
             except Exception as e:  # the router may be restarting: try again next round
                 log.warning("gateway: re-registering failed: %s", e)
 
+    async def listener_endpoints(self) -> dict[str, str]:
+        """{listener name: advertised "host:port"} of this gateway."""
+        return {n: f"{h}:{p}" for n, (h, p) in self._listener_advertised().items()}
+
     async def stats(self) -> dict[str, Any]:
         s = self._gateway.stats() if self._gateway else {}
-        s.update(node_id=self.node_id, endpoint=self.endpoint() if self._bound else None, pid=os.getpid())
+        s.update(node_id=self.node_id, endpoint=self.endpoint() if self._bound else None, pid=os.getpid(),
+                 listeners={n: f"{h}:{p}" for n, (h, p) in self._listener_advertised().items()})
         return s
 
     async def stop(self) -> None:
@@ -128,22 +181,29 @@ def _alive_nodes() -> list[dict]:
 def start_gateways(host: str = "127.0.0.1", port: int = 9092, advertised_host: str | None = None,
                    advertised_port: int | None = None, *, max_frame_bytes: int = MAX_FRAME_BYTES,
                    cluster_id: str = "logan-ray", nodes: list[str] | None = None,
-                   timeout: float = 120, limits: dict[str, Any] | None = None) -> dict[str, str]:
+                   timeout: float = 120, limits: dict[str, Any] | None = None,
+                   security: dict[str, Any] | None = None) -> dict[str, str]:
     """Start (or find) one gateway per alive node; returns {node id: advertised "host:port"}.
 
     Port 0 lets each gateway pick a free port. With several nodes and an explicit
     port, every node listens on the same port number on its own address.
     ``limits``: Kafka's socket-server bounds, as keyword arguments of :class:`Gateway`
     (``queued_max_request_bytes``, ``max_connections``, ``max_connections_per_ip``,
-    ``max_connections_per_ip_overrides``).
+    ``max_connections_per_ip_overrides``). ``security``: listeners with TLS/SASL/ACLs
+    (logan_ray.security.config.gateway_security); the first listener is the one
+    ``host``/``port`` and the returned endpoints describe.
     """
+    if security is not None:
+        first = security["listeners"][0]
+        host, port = first["host"], first["port"]
+        advertised_host, advertised_port = first["advertised_host"], first["advertised_port"]
     node_ids = nodes or [n["NodeID"] for n in _alive_nodes()]
     actors = {}
     for node in node_ids:
         actors[node] = gateway_actor_class().options(
             name=gateway_name(node), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
             scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
-        ).remote(host, port, advertised_host, advertised_port, max_frame_bytes, cluster_id, limits)
+        ).remote(host, port, advertised_host, advertised_port, max_frame_bytes, cluster_id, limits, security)
     refs = {node: a.serve.remote() for node, a in actors.items()}
     out = {}
     for node, ref in refs.items():

@@ -317,12 +317,30 @@ class Cluster:
 
     # --------------------------------------------------------------- brokers
     async def gateways(self, fresh: bool = False) -> dict[str, tuple[str, int]]:
-        """{node id: (advertised host, port)} of every registered gateway."""
+        """{node id: (advertised host, port)} of every registered gateway.
+
+        On a secondary listener (several ``listeners``) the addresses are those of that
+        listener: a client is always told the brokers on the listener it came in by.
+        """
+        from logan_ray.security.current import other_listener
+
+        listener = other_listener()
+        if listener is not None:
+            return await self._listener_gateways(listener, fresh)
         now = time.monotonic()
         if fresh or now - self._gateways_at > GATEWAYS_TTL_S:
             self._gateways = await self.router.gateways.remote()
             self._gateways_at = now
         return self._gateways
+
+    async def _listener_gateways(self, listener: str, fresh: bool) -> dict[str, tuple[str, int]]:
+        cache = self.__dict__.setdefault("_by_listener", {})
+        at, eps = cache.get(listener, (0.0, {}))
+        now = time.monotonic()
+        if fresh or now - at > GATEWAYS_TTL_S:
+            eps = {node: tuple(ep) for node, ep in (await self.router.listener_gateways.remote(listener)).items()}
+            cache[listener] = (now, eps)
+        return eps
 
     async def settings(self) -> dict[str, Any]:
         if self._settings is None:

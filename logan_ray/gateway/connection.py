@@ -19,6 +19,7 @@ import errno
 import logging
 import os
 import socket
+import ssl
 import struct
 from collections import deque
 from typing import Any, Awaitable, Callable
@@ -31,7 +32,13 @@ _I32 = struct.Struct(">i")
 #: Stop reading a connection while this many responses are still owed (its bytes are
 #: bounded by the gateway's RequestMemoryPool).
 MAX_PENDING = 256
-_AGAIN = (BlockingIOError, InterruptedError)
+_AGAIN = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+#: A TLS handshake that takes longer than this closes the connection (a peer that never finishes one).
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+#: Over TLS, file ranges are read into memory and encrypted in pieces of this size (no sendfile).
+TLS_CHUNK = 256 * 1024
+#: Marker a handler's response may end with: close the connection once the response is written.
+CLOSE_AFTER = object()
 
 
 class FrameError(Exception):
@@ -105,7 +112,15 @@ class Connection:
 
     def __init__(self, sock: socket.socket, peer: Any, dispatch: Dispatch, max_frame: int,
                  on_close: Callable[["Connection"], None] | None = None,
-                 pool: RequestMemoryPool | None = None) -> None:
+                 pool: RequestMemoryPool | None = None, tls: ssl.SSLContext | None = None,
+                 session: Any = None) -> None:
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls is not None:  # TLS in the same non-blocking socket; the handshake runs before any read
+            sock = tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        self.tls = tls is not None
+        #: who is on this connection (logan_ray.security.session.Session), None on a listener without security
+        self.session = session
         self.sock = sock
         self.peer = peer
         self.fd = sock.fileno()
@@ -127,10 +142,46 @@ class Connection:
         self.requests = 0
         # per-connection state for handlers (e.g. ordering of produce appends)
         self.state: dict[str, Any] = {}
-        sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._writer = self.loop.create_task(self._write_loop())
+        if not self.tls:
+            self._update_reading()
+
+    # ------------------------------------------------------------------ TLS
+    async def _handshake(self) -> None:
+        """Finish the TLS handshake (bounded in time) before the first frame is read."""
+        sock: Any = self.sock
+        deadline = self.loop.time() + TLS_HANDSHAKE_TIMEOUT_S
+        while True:
+            try:
+                sock.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                await self._wait(deadline, read=True)
+            except ssl.SSLWantWriteError:
+                await self._wait(deadline, read=False)
+        if self.session is not None:
+            from logan_ray.security.tls import principal_from_cert
+
+            self.session.principal = principal_from_cert(sock.getpeercert())
         self._update_reading()
+
+    async def _wait(self, deadline: float, read: bool) -> None:
+        remaining = deadline - self.loop.time()
+        if remaining <= 0:
+            raise ConnectionError(errno.ETIMEDOUT, "TLS handshake timed out")
+        fut = self.loop.create_future()
+
+        def ready() -> None:
+            if not fut.done():
+                fut.set_result(None)
+
+        (self.loop.add_reader if read else self.loop.add_writer)(self.fd, ready)
+        try:
+            await asyncio.wait_for(fut, remaining)
+        except asyncio.TimeoutError:
+            raise ConnectionError(errno.ETIMEDOUT, "TLS handshake timed out") from None
+        finally:
+            (self.loop.remove_reader if read else self.loop.remove_writer)(self.fd)
 
     # ------------------------------------------------------------------ reading
     def _update_reading(self) -> None:
@@ -143,6 +194,12 @@ class Connection:
             self._reading = False
 
     def _on_readable(self) -> None:
+        self._read_once()
+        # TLS may hold decrypted bytes the socket will not signal again: read them now
+        while self.tls and self._reading and not self.closed and self.sock.pending():
+            self._read_once()
+
+    def _read_once(self) -> None:
         try:
             if self._frame is not None:
                 return self._fill_frame()
@@ -247,6 +304,8 @@ class Connection:
     # ------------------------------------------------------------------ writing
     async def _write_loop(self) -> None:
         try:
+            if self.tls:
+                await self._handshake()
             while not self.closed:
                 if not self._pending:
                     self._wake = self.loop.create_future()
@@ -262,14 +321,21 @@ class Connection:
                     self._update_reading()
                 if chunks is None:
                     continue
+                close_after = bool(chunks) and chunks[-1] is CLOSE_AFTER
+                if close_after:
+                    chunks = chunks[:-1]
                 try:
                     await self._send(chunks)
                 finally:
                     release(chunks)
+                if close_after:
+                    self.close("closed after its response, as the protocol asks (failed authentication)")
+                    return
         except asyncio.CancelledError:
             raise
         except (ConnectionError, OSError) as e:
-            self.close(f"write failed: {e}")
+            self.close(f"write failed: {e}" if not isinstance(e, ssl.SSLError) else f"TLS failed: {e}",
+                       warn=isinstance(e, ssl.SSLError))
         except Exception as e:  # a handler bug: drop this connection, keep the gateway
             log.exception("gateway: request from %s failed", self.peer)
             self.close(f"internal error: {e!r}")
@@ -282,7 +348,10 @@ class Connection:
             c = chunks[i]
             if isinstance(c, FileRanges):
                 for fd, position, length in c.ranges:
-                    await self._sendfile(fd, position, length)
+                    if self.tls:
+                        await self._send_file_tls(fd, position, length)
+                    else:
+                        await self._sendfile(fd, position, length)
                 i += 1
                 continue
             j = i
@@ -292,6 +361,8 @@ class Connection:
             i = j
 
     async def _sendall(self, parts: list[Any]) -> None:
+        if self.tls:
+            return await self._sendall_tls(parts)
         sock = self.sock
         views = [memoryview(p) for p in parts if len(p)]
         while views:
@@ -307,6 +378,34 @@ class Connection:
                 else:
                     views[0] = views[0][sent:]
                     sent = 0
+
+    async def _sendall_tls(self, parts: list[Any]) -> None:
+        """TLS has no scatter-gather send: small parts go as one record, large ones in pieces."""
+        small = sum(len(p) for p in parts) <= TLS_CHUNK
+        pieces = [b"".join(parts)] if small and len(parts) > 1 else parts
+        for p in pieces:
+            view = memoryview(p)
+            for start in range(0, len(view), TLS_CHUNK):
+                await self._send_tls(view[start:start + TLS_CHUNK])
+
+    async def _send_tls(self, view: memoryview) -> None:
+        while len(view):
+            try:
+                sent = self.sock.send(view)
+            except (BlockingIOError, InterruptedError, ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                await self._writable()  # OpenSSL retries the same record when called again
+                continue
+            view = view[sent:]
+
+    async def _send_file_tls(self, fd: int, position: int, length: int) -> None:
+        """Fetch over TLS: read the file range and encrypt it (sendfile cannot encrypt without kTLS)."""
+        while length > 0:
+            data = os.pread(fd, min(length, TLS_CHUNK), position)
+            if not data:
+                raise ConnectionError(errno.EIO, "segment file ended before the promised bytes were sent")
+            await self._send_tls(memoryview(data))
+            position += len(data)
+            length -= len(data)
 
     async def _sendfile(self, fd: int, position: int, length: int) -> None:
         while length > 0:

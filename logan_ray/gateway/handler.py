@@ -27,6 +27,8 @@ class GatewayContext(Protocol):
     #: the group coordinator actor handle and its node, looked up on first use and forgotten when it fails
     group_coordinator: Any
     group_coordinator_node: str | None
+    #: the ACL authorizer (logan_ray.security.authorizer.Authorizer), None when authorizer.class.name is unset
+    authorizer: Any
 
     def api_versions(self) -> list[dict]:
         """The (api key, min, max) versions this gateway serves, for ApiVersions."""

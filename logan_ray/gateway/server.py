@@ -8,6 +8,7 @@ ApiVersions advertises exactly those.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
 import time
@@ -23,8 +24,10 @@ from logan_ray.protocol import (
     encode_response,
 )
 
+from logan_ray.security.current import set_other_listener
+
 from .cluster import Cluster
-from .connection import Connection, FrameError
+from .connection import CLOSE_AFTER, Connection, FrameError
 from .handler import Handler, HandlerTable
 from .limits import (
     MAX_CONNECTIONS,
@@ -45,10 +48,10 @@ ACCEPT_RETRY_S = 0.1
 
 
 def _handler_table() -> HandlerTable:
-    from . import admin, fetch, groups, meta, produce
+    from . import acl_api, admin, fetch, groups, meta, produce, sasl_ops
 
     table: HandlerTable = {}
-    for module in (meta, produce, fetch, admin, groups):  # groups last: its FindCoordinator wins
+    for module in (meta, produce, fetch, admin, groups, sasl_ops, acl_api):  # groups after meta: its FindCoordinator wins
         for key, spec in module.HANDLERS.items():
             low, high, fn = spec
             codec_low, codec_high = protocol.ADVERTISED[key]
@@ -72,11 +75,16 @@ class Gateway:
         self.connections: set[Connection] = set()
         self.group_coordinator: Any = None  # the coordinator actor's handle, looked up by the groups handlers
         self.group_coordinator_node: str | None = None
+        #: the listener whose addresses the router's plain gateway list holds (the first of ``listeners``)
+        self.primary_listener: str | None = None
+        #: the ACL authorizer (logan_ray.security.authorizer), None when authorizer.class.name is unset
+        self.authorizer: Any = None
         self.started = time.time()
         self.accepted = 0
         self.closed_bad_frames = 0
         self.accept_errors = 0
-        self._listener: socket.socket | None = None
+        #: listening sockets: fd -> (socket, its ListenerSecurity or None for plain PLAINTEXT)
+        self._listeners: dict[int, tuple[socket.socket, Any]] = {}
         self._accepting = False
         self._accept_retry: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -88,8 +96,12 @@ class Gateway:
                 for k, (low, high, _) in sorted(self.handlers.items())]
 
     # ------------------------------------------------------------ listening
-    def listen(self, host: str, port: int) -> tuple[str, int]:
-        """Bind and start accepting; returns the bound (host, port) (port 0 picks a free one)."""
+    def listen(self, host: str, port: int, security: Any = None) -> tuple[str, int]:
+        """Bind and start accepting; returns the bound (host, port) (port 0 picks a free one).
+
+        Called once per listener; ``security`` (logan_ray.security.session.ListenerSecurity)
+        gives that listener's TLS context and SASL settings, None for plain PLAINTEXT.
+        """
         self._loop = asyncio.get_running_loop()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -101,35 +113,42 @@ class Gateway:
             raise
         sock.listen(1024)
         sock.setblocking(False)
-        self._listener = sock
+        if self._accepting:  # a new listener joins the ones being watched
+            self._loop.add_reader(sock.fileno(), functools.partial(self._on_accept, sock.fileno()))
+        self._listeners[sock.fileno()] = (sock, security)
         soft, _ = raise_open_files_limit()
         log.info("gateway: open files limit %d", soft)
         self._update_accepting()
         bound = sock.getsockname()
-        log.info("gateway listening on %s:%d", bound[0], bound[1])
+        name = security.listener.name if security is not None else "PLAINTEXT"
+        log.info("gateway listening on %s:%d (%s)", bound[0], bound[1], name)
         return bound[0], bound[1]
 
     def _update_accepting(self) -> None:
         """Listen for new connections unless max.connections is reached or accept() just ran out of fds."""
-        want = self._listener is not None and not self.quotas.full() and self._accept_retry is None
+        want = bool(self._listeners) and not self.quotas.full() and self._accept_retry is None
         if want and not self._accepting:
-            self._loop.add_reader(self._listener.fileno(), self._on_accept)
+            for fd in self._listeners:
+                self._loop.add_reader(fd, functools.partial(self._on_accept, fd))
             self._accepting = True
         elif not want and self._accepting:
-            self._loop.remove_reader(self._listener.fileno())
+            for fd in self._listeners:
+                self._loop.remove_reader(fd)
             self._accepting = False
 
     def _retry_accept(self) -> None:
         self._accept_retry = None
         self._update_accepting()
 
-    def _on_accept(self) -> None:
-        assert self._listener is not None
+    def _on_accept(self, fd: int) -> None:
+        if fd not in self._listeners:
+            return
+        listener, security = self._listeners[fd]
         for _ in range(64):
             if self.quotas.full():
                 break  # max.connections: the rest wait in the backlog until a connection closes
             try:
-                sock, peer = self._listener.accept()
+                sock, peer = listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as e:  # e.g. EMFILE: keep serving the connections we have, try again shortly
@@ -146,7 +165,15 @@ class Gateway:
                 continue
             self.accepted += 1
             try:
-                conn = Connection(sock, peer, self.dispatch, self.max_frame_bytes, self._closed, self.pool)
+                if security is None:
+                    conn = Connection(sock, peer, self.dispatch, self.max_frame_bytes, self._closed, self.pool)
+                else:
+                    session = security.new_session()
+                    frame_limit = self.max_frame_bytes
+                    if session.needs_sasl:  # sasl.server.max.receive.size until authenticated
+                        frame_limit = min(frame_limit, security.max_receive)
+                    conn = Connection(sock, peer, self.dispatch, frame_limit, self._closed, self.pool,
+                                      tls=security.tls, session=session)
             except OSError as e:
                 self.quotas.release(ip)
                 sock.close()
@@ -162,15 +189,17 @@ class Gateway:
             self._update_accepting()
 
     def close(self) -> None:
-        if self._listener is not None and self._loop is not None:
+        if self._listeners and self._loop is not None:
             if self._accepting:
-                self._loop.remove_reader(self._listener.fileno())
+                for fd in self._listeners:
+                    self._loop.remove_reader(fd)
                 self._accepting = False
             if self._accept_retry is not None:
                 self._accept_retry.cancel()
                 self._accept_retry = None
-            self._listener.close()
-            self._listener = None
+            for sock, _security in self._listeners.values():
+                sock.close()
+            self._listeners = {}
         for conn in list(self.connections):
             conn.close("gateway stopping")
         self.cluster.close()
@@ -193,6 +222,12 @@ class Gateway:
         except ProtocolDecodeError as e:
             self.closed_bad_frames += 1
             raise FrameError(f"malformed request: {e} (first bytes {bytes(frame[:64]).hex()})") from None
+        session = conn.session
+        if session is not None:
+            refusal = session.refusal(header.api_key)
+            if refusal is not None:  # e.g. a request before SASL authentication: Kafka closes the connection
+                self.closed_bad_frames += 1
+                raise FrameError(refusal)
         spec = self.handlers.get(header.api_key)
         if spec is None or not spec[0] <= header.api_version <= spec[1]:
             if header.api_key == API_VERSIONS_KEY:
@@ -205,8 +240,18 @@ class Gateway:
         return self._loop.create_task(self._run(spec[2], conn, header, body))
 
     async def _run(self, handler: Handler, conn: Connection, header: Any, body: dict) -> list[Any] | None:
+        if conn.session is not None and conn.session.security.listener.name != self.primary_listener:
+            set_other_listener(conn.session.security.listener.name)  # this task's context only
         try:
-            response = await handler(self, conn, header, body)
+            post = None
+            if self.authorizer is not None:  # ACLs: deny or narrow the request, fix up the answer
+                from .authz import guard
+
+                response, post = await guard(self, conn, header, body)
+            if post is not None or self.authorizer is None or response is None:
+                response = await handler(self, conn, header, body)
+            if post is not None and response is not None:
+                response = post(response)
         except Exception:
             log.exception("gateway: %s v%d from %s failed", protocol.APIS[header.api_key].name,
                           header.api_version, conn.peer)
@@ -214,7 +259,10 @@ class Gateway:
             return None
         if response is None:
             return None
-        return encode_response(header.api_key, header.api_version, header.correlation_id, response)
+        chunks = encode_response(header.api_key, header.api_version, header.correlation_id, response)
+        if conn.state.pop("close_after_response", False):
+            chunks.append(CLOSE_AFTER)
+        return chunks
 
     def stats(self) -> dict[str, Any]:
         import os

@@ -22,7 +22,7 @@ from typing import Any, Iterable, NamedTuple
 import msgpack
 
 from logan_ray.common.partitioner import partition_for_key
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
 
 OFFSET_KEY = 1
 GROUP_KEY = 2

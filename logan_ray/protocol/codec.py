@@ -10,7 +10,7 @@ import struct
 from struct import Struct as _Packer
 from typing import Any
 
-from . import errors, messages_admin, messages_core, messages_groups
+from . import errors, messages_admin, messages_core, messages_groups, messages_security
 from .compiler import Decoder, Encoder, Out, compile_struct
 from .exceptions import (
     ProtocolDecodeError,
@@ -29,7 +29,8 @@ from .headers import (
 from .schema import Api
 
 APIS: dict[int, Api] = {
-    api.key: api for api in (*messages_core.APIS, *messages_admin.APIS, *messages_groups.APIS)
+    api.key: api for api in (*messages_core.APIS, *messages_admin.APIS, *messages_groups.APIS,
+                             *messages_security.APIS)
 }
 #: API name (as Kafka spells it, e.g. "ApiVersions") -> api key.
 API_KEYS: dict[str, int] = {api.name: api.key for api in APIS.values()}

@@ -17,7 +17,8 @@ from logan_ray.actors.partition import NAMESPACE
 from logan_ray.cli import main as cli_main
 from logan_ray.errors import InvalidConfigError
 from logan_ray.storage.batch_header import iter_headers
-from logan_ray.storage.records import build_batch, decode_records
+from logan_ray.storage.record_builder import build_batch
+from logan_ray.storage.records import decode_records
 
 COMPACT = {"cleanup.policy": "compact", "segment.bytes": str(64 << 10), "index.interval.bytes": "1024"}
 

@@ -31,7 +31,7 @@ SCRIPT = textwrap.dedent(
     from logan_ray import cli
     from logan_ray.errors import LeaderNotAvailableError
     from logan_ray.gateway import broker_id, start_gateways, stop_gateways
-    from logan_ray.storage.records import build_batch
+    from logan_ray.storage.record_builder import build_batch
     from wire_client import Wire, fetch_body, metadata_body, produce_body
 
     def wait(pred, timeout=90):

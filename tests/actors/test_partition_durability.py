@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ray
 
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
 
 
 def _stats(actor) -> dict:

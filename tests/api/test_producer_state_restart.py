@@ -7,7 +7,7 @@ import time
 
 import ray
 
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
 
 
 def _batch(pid: int, seq: int) -> bytes:

@@ -19,7 +19,8 @@ from logan_ray.data.values import decode_values, encode_column, expand, frame
 from logan_ray.partitioner import murmur2, partition_for_key
 from logan_ray.storage.batch_header import set_base_offset
 from logan_ray.storage.errors import CorruptRecordError
-from logan_ray.storage.records import build_batch, decode_records
+from logan_ray.storage.record_builder import build_batch
+from logan_ray.storage.records import decode_records
 from logan_ray.storage import records
 
 @pytest.fixture(params=["compiled", "pure"], autouse=True)

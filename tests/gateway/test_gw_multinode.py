@@ -27,7 +27,7 @@ SCRIPT = textwrap.dedent(
     import logan_ray
     from logan_ray.gateway import broker_id, gateway_name, start_gateways, stop_gateways
     from wire_client import Wire, fetch_body, produce_body
-    from logan_ray.storage.records import build_batch
+    from logan_ray.storage.record_builder import build_batch
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     for _ in range(2):

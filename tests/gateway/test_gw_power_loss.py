@@ -21,7 +21,8 @@ import pytest
 import ray
 
 from logan_ray.protocol import errors as codes
-from logan_ray.storage.records import build_batch, decode_records
+from logan_ray.storage.record_builder import build_batch
+from logan_ray.storage.records import decode_records
 from wire_client import Wire, fetch_body, produce_body
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tooling"))

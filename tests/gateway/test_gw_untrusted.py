@@ -25,7 +25,8 @@ from logan_ray.errors import TopicExistsError
 from logan_ray.gateway import gateway_name
 from logan_ray.groups import OFFSETS_TOPIC
 from logan_ray.protocol import errors as codes
-from logan_ray.storage.records import build_batch, decode_records
+from logan_ray.storage.record_builder import build_batch
+from logan_ray.storage.records import decode_records
 from wire_client import Wire, fetch_body, list_offsets_body, parse, produce_body
 
 PRODUCE, FETCH, LIST_OFFSETS, API_VERSIONS = 0, 1, 2, 18

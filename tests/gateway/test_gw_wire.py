@@ -14,7 +14,8 @@ import pytest
 
 from logan_ray.protocol import errors as codes
 from logan_ray.storage.batch_header import HEADER
-from logan_ray.storage.records import build_batch, decode_records
+from logan_ray.storage.record_builder import build_batch
+from logan_ray.storage.records import decode_records
 from wire_client import (
     Wire,
     create_topics_body,

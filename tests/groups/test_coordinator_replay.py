@@ -14,7 +14,7 @@ from bombs import zstd_bomb_batch
 from logan_ray.actors.group_coordinator import COORDINATOR_NAME, ensure_group_coordinator
 from logan_ray.groups import OFFSETS_TOPIC, offsets_log
 from logan_ray.protocol import errors as E
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
 
 
 def _commit(coord, group: str, topic: str, offset: int) -> None:

@@ -15,12 +15,13 @@ from kafka.protocol import admin as kp_admin
 from kafka.protocol import consumer as kp_consumer
 from kafka.protocol import metadata as kp_metadata
 from kafka.protocol import producer as kp_producer
+from kafka.protocol import sasl as kp_sasl
 
 from logan_ray.protocol import APIS, decode_request, encode_request, encode_response
 from logan_ray.protocol.schema import VersionRange
 from protocol_samples import expected, normalize, sample_body
 
-KP_MODULES = (kp_admin, kp_consumer, kp_metadata, kp_producer)
+KP_MODULES = (kp_admin, kp_consumer, kp_metadata, kp_producer, kp_sasl)
 
 
 def kp_class(api_name: str, kind: str):

@@ -7,7 +7,7 @@ from typing import NamedTuple
 from log_helpers import FakeClock, open_log  # noqa: F401  (re-exported for the tests)
 
 from logan_ray.storage.log import PartitionLog
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

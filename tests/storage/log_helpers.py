@@ -10,7 +10,7 @@ import crc32c
 from logan_ray.storage.batch_header import parse_header, set_base_offset
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.log import PartitionLog
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
 from logan_ray.storage.segment import Segment
 
 

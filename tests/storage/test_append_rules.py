@@ -10,7 +10,7 @@ from logan_ray.storage.append_rules import check_client_batch
 from logan_ray.storage.batch_header import parse_header
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError, InvalidTxnStateError
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
 
 
 def check(batch: bytes, compacted: bool) -> None:

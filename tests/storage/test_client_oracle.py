@@ -17,7 +17,8 @@ from aiokafka.record import memory_records as ak_mem
 
 from logan_ray.storage.batch_header import validate_batch
 from logan_ray.storage.compression import XERIAL_MAGIC
-from logan_ray.storage.records import Record, build_batch, decode_batch, decode_records
+from logan_ray.storage.record_builder import build_batch
+from logan_ray.storage.records import Record, decode_batch, decode_records
 from logan_ray.storage import records
 
 @pytest.fixture(params=["compiled", "pure"], autouse=True)

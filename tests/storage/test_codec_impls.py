@@ -20,16 +20,9 @@ from hypothesis import strategies as st
 from logan_ray.storage import records
 from logan_ray.storage.batch_header import HEADER_SIZE, set_base_offset
 from logan_ray.storage.errors import CorruptRecordError
-from logan_ray.storage.records import (
-    Column,
-    build_batch,
-    decode_batch,
-    decode_columns,
-    decode_records,
-    decode_tagged,
-    scan_batch_raw,
-    scan_records,
-)
+from logan_ray.storage.raw_records import scan_batch_raw, scan_records
+from logan_ray.storage.record_builder import build_batch
+from logan_ray.storage.records import Column, decode_batch, decode_columns, decode_records, decode_tagged
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -10,17 +10,13 @@ from compaction_helpers import CODECS, FakeClock, Rec, expected_after, open_log,
 
 from logan_ray.storage import compaction
 from logan_ray.storage.batch_header import iter_headers, parse_header
-from logan_ray.storage.compaction import (
-    CleanerCheckpoint,
-    MapTooSmallError,
-    clean,
-    compact,
-    dirty_stats,
-    read_checkpoint,
-)
+from logan_ray.storage.cleanable import dirty_stats
+from logan_ray.storage.cleaner_checkpoint import read_checkpoint
+from logan_ray.storage.compaction import MapTooSmallError, clean, compact
 from logan_ray.storage.errors import CorruptRecordError
 from logan_ray.storage.offset_map import ENTRY_BYTES
-from logan_ray.storage.records import build_batch, decode_batch, decode_records
+from logan_ray.storage.record_builder import build_batch
+from logan_ray.storage.records import decode_batch, decode_records
 
 DAY = 86_400_000
 CFG = dict(cleanup_policy="compact", segment_bytes=8000, index_interval_bytes=300)
@@ -177,25 +173,6 @@ def test_tombstone_seen_in_a_later_pass_is_kept_from_that_pass(tmp_path):
     again = open_log(tmp_path / "t-0", clock, **CFG)
     assert again.log_start_offset == 0 and [(r.offset, r.value) for r in read_all(again)] == [(2, b"a3")]
     again.close()
-
-
-@pytest.mark.parametrize("interval,retention", [(10, 1000), (7, 1000), (15_000, 86_400_000), (1000, 10)])
-def test_checkpoint_history_is_bounded_and_never_shortens_retention(interval, retention):
-    """Pass i cleans offsets up to 100*i at time interval*i; a tombstone below the
-    horizon must have been first cleaned at least ``retention`` ago, and the horizon
-    must not lag the ideal one by more than a few percent of ``retention``."""
-    cp = CleanerCheckpoint()
-    now = 0
-    for i in range(1, 3000):
-        now += interval
-        cp = cp.after_pass(i * 100, now, delete_retention_ms=retention)
-        assert len(cp.passes) <= compaction.MAX_PASS_HISTORY
-        horizon = cp.tombstone_horizon(now, retention)
-        ideal = max(0, (now - retention) // interval) * 100  # end of the last pass old enough
-        assert horizon <= ideal
-        if now > 2 * retention:
-            assert (ideal - horizon) / 100 * interval <= 0.05 * retention + interval
-    assert CleanerCheckpoint.from_json(cp.to_json()) == cp
 
 
 def test_records_without_keys_are_removed_and_control_batches_kept(tmp_path):

@@ -21,7 +21,7 @@ CHILD = r"""
 import sys
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.log import PartitionLog
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
 
 directory, first_seq, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 overrides = {"segment.bytes": "60000", "index.interval.bytes": "512"}

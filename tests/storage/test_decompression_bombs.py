@@ -13,7 +13,7 @@ from logan_ray.storage.compaction import compact
 from logan_ray.storage.compression import MAX_DECOMPRESSED_BYTES
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.errors import CorruptRecordError
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
 
 LIMIT_SLACK = 40 << 20
 

@@ -3,7 +3,7 @@ import os
 
 from logan_ray.storage.batch_header import iter_headers, named
 from logan_ray.storage.file_batches import FileBatches, next_offset_after
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
 
 
 def _file(tmp_path, data: bytes) -> int:

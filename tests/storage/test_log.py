@@ -10,7 +10,8 @@ from logan_ray.storage import segment as segment_module
 from logan_ray.storage.batch_header import iter_headers, parse_header, validate_batch
 from logan_ray.storage.errors import InvalidTimestampError, LogClosedError, OffsetOutOfRangeError
 from logan_ray.storage.log import AppendInfo, FileSlice, PartitionLog
-from logan_ray.storage.records import build_batch, decode_records
+from logan_ray.storage.record_builder import build_batch
+from logan_ray.storage.records import decode_records
 
 from log_helpers import FakeClock, all_records, batch, log_files, open_log
 

@@ -20,7 +20,7 @@ from logan_ray.storage.producer_snapshot import (
     write_snapshot,
 )
 from logan_ray.storage.producer_state import OutOfOrderSequenceError, ProducerStateTable
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
 
 from log_helpers import FakeClock
 
@@ -83,7 +83,7 @@ CHILD = r"""
 import os, signal, sys
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.log import PartitionLog
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
 
 directory = sys.argv[1]
 lg = PartitionLog(directory, TopicConfig.from_dict({"segment.bytes": "40000"}))

@@ -5,7 +5,7 @@ import pytest
 
 from logan_ray.storage.batch_header import parse_header
 from logan_ray.storage.producer_state import InvalidProducerEpochError, OutOfOrderSequenceError, ProducerStateTable
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
 
 
 def header(seq: int, n: int = 3, pid: int = 7, epoch: int = 0):

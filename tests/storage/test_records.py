@@ -10,16 +10,9 @@ from hypothesis import strategies as st
 from logan_ray.storage.batch_header import HEADER_SIZE, parse_header, validate_batch
 from logan_ray.storage.compression import compress
 from logan_ray.storage.errors import CorruptRecordError, InvalidRecordError, UnsupportedCompressionError
-from logan_ray.storage.records import (
-    RawRecord,
-    Record,
-    build_batch,
-    decode_batch,
-    decode_records,
-    iter_batch_records_raw,
-    rebuild_batch,
-    scan_batch_raw,
-)
+from logan_ray.storage.raw_records import RawRecord, iter_batch_records_raw, rebuild_batch, scan_batch_raw
+from logan_ray.storage.record_builder import build_batch
+from logan_ray.storage.records import Record, decode_batch, decode_records
 from logan_ray.storage.varint import encode_varint
 from logan_ray.storage import records
 
@@ -88,7 +81,7 @@ def test_fast_and_general_paths_agree():
 
 
 def test_keyed_fast_path_matches_general_encoder():
-    from logan_ray.storage import records as mod
+    from logan_ray.storage import record_builder as mod
 
     values = [b"v" * (i % 400) for i in range(2000)]
     keys = [b"k" * (i % 150) for i in range(2000)]

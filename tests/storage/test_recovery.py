@@ -5,7 +5,7 @@ import pytest
 
 from logan_ray.storage.batch_header import iter_headers
 from logan_ray.storage.errors import CorruptRecordError
-from logan_ray.storage.records import build_batch
+from logan_ray.storage.record_builder import build_batch
 
 from log_helpers import all_records, batch, disk_state, log_files, open_log
 

@@ -1,0 +1,362 @@
+"""Broker settings by Kafka's names: ``--config NAME=VALUE`` and ``--config-file server.properties``.
+
+Operators who run Kafka already have a ``server.properties``; the settings logan-ray
+understands are read from it under the same names, with Kafka's types and defaults,
+and anything else is refused by name (a typo must not silently run an open broker).
+Parsing is apart from use: :func:`parse_properties` reads the file format,
+:func:`resolve` validates names and values into :class:`BrokerSettings`, which the
+broker hands to the router (topic defaults), the gateways (listeners, limits,
+security) and the authorizer.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+from logan_ray.storage.config import TopicConfig
+
+INT_MAX = 2147483647
+LONG_MAX = 9223372036854775807
+
+#: Kafka's authorizer class names that turn logan-ray's ACL authorizer on.
+AUTHORIZER_CLASSES = ("kafka.security.authorizer.AclAuthorizer",
+                      "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "logan_ray")
+
+
+class BrokerConfigError(ValueError):
+    """A broker setting is unknown or has a bad value; the message names it."""
+
+
+def _bool(name: str, v: str) -> bool:
+    low = v.strip().lower()
+    if low not in ("true", "false"):
+        raise BrokerConfigError(f"broker setting {name}={v!r}: expected true or false")
+    return low == "true"
+
+
+def _int_range(low: int, high: int) -> Callable[[str, str], int]:
+    def parse(name: str, v: str) -> int:
+        try:
+            n = int(v.strip())
+        except ValueError:
+            raise BrokerConfigError(f"broker setting {name}={v!r}: expected a whole number") from None
+        if not low <= n <= high:
+            raise BrokerConfigError(f"broker setting {name}={v!r}: must be in [{low}, {high}]")
+        return n
+    return parse
+
+
+def _string(name: str, v: str) -> str:
+    return v.strip()
+
+
+def _choice(*choices: str) -> Callable[[str, str], str]:
+    def parse(name: str, v: str) -> str:
+        s = v.strip().lower()
+        if s not in choices:
+            raise BrokerConfigError(f"broker setting {name}={v!r}: expected one of {', '.join(choices)}")
+        return s
+    return parse
+
+
+def _pem_only(name: str, v: str) -> str:
+    s = v.strip().upper()
+    if s != "PEM":
+        raise BrokerConfigError(f"broker setting {name}={v!r}: logan-ray reads PEM files only (set PEM)")
+    return s
+
+
+def _protocols(name: str, v: str) -> list[str]:
+    items = [p.strip() for p in v.split(",") if p.strip()]
+    bad = [p for p in items if p not in ("TLSv1.2", "TLSv1.3")]
+    if bad or not items:
+        raise BrokerConfigError(f"broker setting {name}={v!r}: only TLSv1.2 and TLSv1.3 are offered")
+    return items
+
+
+def _list(name: str, v: str) -> list[str]:
+    return [p.strip() for p in v.split(",") if p.strip()]
+
+
+def _mechanisms(name: str, v: str) -> list[str]:
+    from logan_ray.security.sasl import MECHANISMS
+
+    items = [p.strip().upper() for p in v.split(",") if p.strip()]
+    bad = [m for m in items if m not in MECHANISMS]
+    if bad:
+        raise BrokerConfigError(f"broker setting {name}={v!r}: unsupported SASL mechanism(s) {', '.join(bad)} "
+                                f"(logan-ray offers {', '.join(MECHANISMS)})")
+    return items
+
+
+def _authorizer(name: str, v: str) -> str:
+    s = v.strip()
+    if s and s not in AUTHORIZER_CLASSES:
+        raise BrokerConfigError(f"broker setting {name}={v!r}: unknown authorizer (use one of "
+                                f"{', '.join(AUTHORIZER_CLASSES)}, or empty for none)")
+    return s
+
+
+def _principals(name: str, v: str) -> list[str]:
+    out = []
+    for p in v.split(";"):
+        p = p.strip()
+        if not p:
+            continue
+        if ":" not in p:
+            raise BrokerConfigError(f"broker setting {name}={v!r}: {p!r} is not TYPE:NAME (e.g. User:admin)")
+        out.append(p)
+    return out
+
+
+def _mapping_rules(name: str, v: str) -> str:
+    if v.strip() != "DEFAULT":
+        raise BrokerConfigError(f"broker setting {name}={v!r}: only DEFAULT is supported")
+    return "DEFAULT"
+
+
+def _reject_log_dirs(name: str, v: str) -> str:
+    dirs = [d for d in v.split(",") if d.strip()]
+    if len(dirs) != 1:
+        raise BrokerConfigError(f"broker setting {name}={v!r}: logan-ray keeps one data dir per broker")
+    return dirs[0].strip()
+
+
+class _Setting:
+    __slots__ = ("parse", "default", "doc")
+
+    def __init__(self, parse: Callable[[str, str], Any], default: str | None, doc: str) -> None:
+        self.parse, self.default, self.doc = parse, default, doc
+
+
+_DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+
+#: Settings that may also be given per listener as ``listener.name.<listener>.<setting>``.
+PER_LISTENER = ("ssl.keystore.location", "ssl.keystore.type", "ssl.key.password", "ssl.keystore.password",
+                "ssl.truststore.location", "ssl.truststore.type", "ssl.truststore.password", "ssl.client.auth",
+                "ssl.enabled.protocols", "ssl.cipher.suites", "sasl.enabled.mechanisms",
+                "connections.max.reauth.ms", "ssl.principal.mapping.rules")
+
+_SETTINGS: dict[str, _Setting] = {
+    # the broker
+    "auto.create.topics.enable": _Setting(_bool, "true", "create a topic when a client first names it"),
+    "num.partitions": _Setting(_int_range(1, INT_MAX), "1", "partitions of auto-created topics"),
+    "log.dirs": _Setting(_reject_log_dirs, None, "the data dir (one; same as --data-dir)"),
+    "log.dir": _Setting(_reject_log_dirs, None, "the data dir (one; same as --data-dir)"),
+    # socket server
+    "listeners": _Setting(_string, "PLAINTEXT://127.0.0.1:9092", "NAME://HOST:PORT,... the gateways listen on"),
+    "advertised.listeners": _Setting(_string, None, "NAME://HOST:PORT,... told to clients (default: listeners)"),
+    "listener.security.protocol.map": _Setting(_string, _DEFAULT_PROTOCOL_MAP, "listener name -> security protocol"),
+    "socket.request.max.bytes": _Setting(_int_range(1, INT_MAX), str(100 * 1024 * 1024), "largest request"),
+    "queued.max.request.bytes": _Setting(_int_range(-1, LONG_MAX), str(128 << 20), "request bytes in flight"),
+    "max.connections": _Setting(_int_range(0, INT_MAX), str(INT_MAX), "connections per gateway"),
+    "max.connections.per.ip": _Setting(_int_range(0, INT_MAX), str(INT_MAX), "connections per client address"),
+    "max.connections.per.ip.overrides": _Setting(_string, "", "host:count,... exceptions to the above"),
+    "connections.max.reauth.ms": _Setting(_int_range(0, LONG_MAX), "0", "SASL session lifetime (KIP-368)"),
+    # TLS
+    "ssl.keystore.type": _Setting(_pem_only, "PEM", "PEM: ssl.keystore.location holds key and certificate chain"),
+    "ssl.keystore.location": _Setting(_string, None, "PEM file with the private key and certificate chain"),
+    "ssl.keystore.password": _Setting(_string, None, "accepted for Kafka compatibility; unused with PEM"),
+    "ssl.key.password": _Setting(_string, None, "password of an encrypted private key"),
+    "ssl.truststore.type": _Setting(_pem_only, "PEM", "PEM"),
+    "ssl.truststore.location": _Setting(_string, None, "PEM file of CA certificates for client certificates"),
+    "ssl.truststore.password": _Setting(_string, None, "accepted for Kafka compatibility; unused with PEM"),
+    "ssl.client.auth": _Setting(_choice("required", "requested", "none"), "none", "client certificates"),
+    "ssl.enabled.protocols": _Setting(_protocols, "TLSv1.2,TLSv1.3", "TLS versions offered"),
+    "ssl.protocol": _Setting(_choice("tls", "tlsv1.2", "tlsv1.3"), "TLSv1.3", "accepted; see ssl.enabled.protocols"),
+    "ssl.cipher.suites": _Setting(_list, "", "OpenSSL cipher list for TLS 1.2 (default: OpenSSL's)"),
+    "ssl.endpoint.identification.algorithm": _Setting(_string, "https", "accepted; brokers do not dial out"),
+    "ssl.principal.mapping.rules": _Setting(_mapping_rules, "DEFAULT", "principal from the certificate subject"),
+    # SASL
+    "sasl.enabled.mechanisms": _Setting(_mechanisms, "SCRAM-SHA-256,SCRAM-SHA-512", "PLAIN, SCRAM-SHA-256/512"),
+    "sasl.server.max.receive.size": _Setting(_int_range(1, INT_MAX), "524288", "largest frame before login"),
+    # authorization
+    "authorizer.class.name": _Setting(_authorizer, "", "an ACL authorizer when set"),
+    "super.users": _Setting(_principals, "", "User:a;User:b may do everything"),
+    "allow.everyone.if.no.acl.found": _Setting(_bool, "false", "resources without ACLs are open to all"),
+}
+
+#: Kafka's broker-level defaults for topic configs (ServerTopicConfigSynonyms): broker name -> topic name.
+TOPIC_SYNONYMS: dict[str, str] = {
+    "log.segment.bytes": "segment.bytes",
+    "log.roll.ms": "segment.ms",
+    "log.roll.jitter.ms": "segment.jitter.ms",
+    "log.index.size.max.bytes": "segment.index.bytes",
+    "log.flush.interval.messages": "flush.messages",
+    "log.flush.interval.ms": "flush.ms",
+    "log.retention.bytes": "retention.bytes",
+    "log.retention.ms": "retention.ms",
+    "message.max.bytes": "max.message.bytes",
+    "log.index.interval.bytes": "index.interval.bytes",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
+    "log.segment.delete.delay.ms": "file.delete.delay.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleanup.policy": "cleanup.policy",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "min.insync.replicas": "min.insync.replicas",
+    "compression.type": "compression.type",
+    "log.preallocate": "preallocate",
+    "log.message.timestamp.type": "message.timestamp.type",
+}
+#: Coarser units Kafka also accepts for some of them (used only when the finer one is absent).
+_COARSE = {"log.retention.minutes": ("log.retention.ms", 60_000), "log.retention.hours": ("log.retention.ms", 3_600_000),
+           "log.roll.hours": ("log.roll.ms", 3_600_000)}
+_LISTENER_PREFIX = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(.+)$")
+
+
+def known_names() -> list[str]:
+    return sorted([*_SETTINGS, *TOPIC_SYNONYMS, *_COARSE])
+
+
+@dataclass
+class BrokerSettings:
+    """Validated broker settings; ``values`` has every given or defaulted name -> parsed value."""
+
+    values: dict[str, Any]
+    given: dict[str, str]
+    topic_defaults: dict[str, str] = field(default_factory=dict)
+    per_listener: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def get(self, name: str) -> Any:
+        return self.values.get(name)
+
+    def for_listener(self, listener: str, name: str) -> Any:
+        """``listener.name.<listener>.<name>`` if given, else the broker-wide ``name``."""
+        own = self.per_listener.get(listener.lower(), {})
+        return own[name] if name in own else self.values.get(name)
+
+    def listener_view(self, listener: str) -> dict[str, Any]:
+        """Every per-listener setting as it applies to ``listener`` (what a gateway needs)."""
+        return {name: self.for_listener(listener, name) for name in PER_LISTENER}
+
+
+def resolve(given: Mapping[str, str]) -> BrokerSettings:
+    """Validate Kafka-named settings; unknown names are a :class:`BrokerConfigError` naming all of them."""
+    unknown = []
+    for name in given:
+        m = _LISTENER_PREFIX.match(name)
+        if m:
+            if m.group(2) not in PER_LISTENER:
+                unknown.append(name)
+        elif name not in _SETTINGS and name not in TOPIC_SYNONYMS and name not in _COARSE:
+            unknown.append(name)
+    if unknown:
+        raise BrokerConfigError(f"unknown broker setting{'s' if len(unknown) > 1 else ''} "
+                                f"{', '.join(sorted(unknown))} (see docs/security.md for the names logan-ray knows)")
+    values: dict[str, Any] = {}
+    per_listener: dict[str, dict[str, Any]] = {}
+    for name, spec in _SETTINGS.items():
+        raw = given.get(name, spec.default)
+        values[name] = None if raw is None else spec.parse(name, str(raw))
+    for name, raw in given.items():
+        m = _LISTENER_PREFIX.match(name)
+        if m:
+            per_listener.setdefault(m.group(1), {})[m.group(2)] = _SETTINGS[m.group(2)].parse(name, str(raw))
+    topic: dict[str, str] = {}
+    for coarse, (fine, factor) in _COARSE.items():
+        if coarse in given and fine not in given:
+            try:
+                topic[TOPIC_SYNONYMS[fine]] = str(int(given[coarse]) * factor)
+            except ValueError:
+                raise BrokerConfigError(f"broker setting {coarse}={given[coarse]!r}: expected a whole number") from None
+    for name, topic_name in TOPIC_SYNONYMS.items():
+        if name in given:
+            topic[topic_name] = str(given[name]).strip()
+    try:
+        TopicConfig.from_dict(topic)
+    except Exception as e:  # name the broker setting, not the topic synonym
+        raise BrokerConfigError(f"broker topic default: {e}") from None
+    return BrokerSettings(values, dict(given), topic, per_listener)
+
+
+def parse_properties(text: str, source: str = "properties") -> dict[str, str]:
+    """Java ``.properties`` format as Kafka reads it: ``#``/``!`` comments, ``=``, ``:`` or blank as
+    separator, a trailing backslash continues the line, backslash escapes."""
+    out: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].lstrip()
+        i += 1
+        if not line or line[0] in "#!":
+            continue
+        while _continues(line) and i < len(lines):
+            line = line[:-1] + lines[i].lstrip()
+            i += 1
+        if _continues(line):
+            line = line[:-1]
+        key, value = _split(line)
+        if not key:
+            raise BrokerConfigError(f"{source}: line {i} has no setting name: {line!r}")
+        out[key] = value
+    return out
+
+
+def _continues(line: str) -> bool:
+    n = len(line) - len(line.rstrip("\\"))
+    return n % 2 == 1
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _unescape(s: str) -> str:
+    out, i = [], 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            nxt = s[i + 1]
+            if nxt == "u" and i + 6 <= len(s):
+                try:
+                    out.append(chr(int(s[i + 2:i + 6], 16)))
+                    i += 6
+                    continue
+                except ValueError:
+                    pass
+            out.append(_ESCAPES.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _split(line: str) -> tuple[str, str]:
+    i = 0
+    while i < len(line):
+        c = line[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c in "=: \t\f":
+            break
+        i += 1
+    key = line[:i]
+    rest = line[i:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":") and (i == len(line) or line[i] not in "=:"):
+        rest = rest[1:].lstrip(" \t\f")
+    elif i < len(line) and line[i] in "=:":
+        rest = line[i + 1:].lstrip(" \t\f")
+    return _unescape(key), _unescape(rest)
+
+
+def read_properties_file(path: str) -> dict[str, str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return parse_properties(f.read(), path)
+    except OSError as e:
+        raise BrokerConfigError(f"cannot read --config-file {path}: {e.strerror or e}") from None
+
+
+def parse_assignments(items: Iterable[str]) -> dict[str, str]:
+    """``--config NAME=VALUE`` items (later ones win)."""
+    out: dict[str, str] = {}
+    for item in items:
+        if "=" not in item:
+            raise BrokerConfigError(f"--config expects NAME=VALUE, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = v.strip()
+    return out

@@ -1,0 +1,42 @@
+"""From broker settings to what each gateway needs for its listeners, and back into live objects.
+
+The broker resolves Kafka-named settings once (:func:`gateway_security`, plain data
+that travels to every node's gateway actor); each gateway builds its TLS contexts
+and per-listener SASL settings from it (:func:`listener_securities`), so certificate
+paths are read on the node that serves them.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .listeners import Listener, resolve_listeners
+from .session import SASL_MAX_RECEIVE, ListenerSecurity
+from .tls import server_context
+
+
+def gateway_security(settings: Any) -> dict[str, Any]:
+    """Serializable listener and security settings for the gateways (raises on inconsistent settings)."""
+    listeners = resolve_listeners(settings.get("listeners"), settings.get("advertised.listeners"),
+                                  settings.get("listener.security.protocol.map"))
+    out = {"listeners": [ln.to_dict() for ln in listeners],
+           "views": {ln.name: settings.listener_view(ln.name) for ln in listeners},
+           "sasl_max_receive": settings.get("sasl.server.max.receive.size") or SASL_MAX_RECEIVE,
+           "authorizer": {"enabled": bool(settings.get("authorizer.class.name")),
+                          "super_users": list(settings.get("super.users") or []),
+                          "allow_if_no_acl": bool(settings.get("allow.everyone.if.no.acl.found"))}}
+    listener_securities(out)  # fail now (missing certificate files...) rather than in every gateway
+    return out
+
+
+def listener_securities(security: dict[str, Any]) -> list[ListenerSecurity]:
+    out = []
+    for d in security["listeners"]:
+        listener = Listener.from_dict(d)
+        view = security["views"][listener.name]
+        tls = server_context(listener.name, view) if listener.tls else None
+        mechanisms = tuple(view.get("sasl.enabled.mechanisms") or ()) if listener.sasl else ()
+        if listener.sasl and not mechanisms:
+            raise ValueError(f"listener {listener.name} uses SASL but sasl.enabled.mechanisms is empty")
+        out.append(ListenerSecurity(listener, tls, mechanisms, int(view.get("connections.max.reauth.ms") or 0),
+                                    int(security.get("sasl_max_receive") or SASL_MAX_RECEIVE)))
+    return out

@@ -1,0 +1,75 @@
+"""Who is on a connection, and what it may send before it has said so.
+
+One :class:`ListenerSecurity` per listener (TLS context, SASL mechanisms, limits);
+one :class:`Session` per connection (principal, SASL progress, KIP-368 expiry).
+The gateway asks ``Session.refusal(api_key)`` before it runs any request: on a
+SASL listener only ApiVersions, SaslHandshake and SaslAuthenticate are accepted
+until authentication succeeds, as Kafka's SaslServerAuthenticator does; anything
+else closes that connection.
+"""
+from __future__ import annotations
+
+import ssl
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .listeners import Listener
+from .tls import ANONYMOUS
+
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+#: Kafka's sasl.server.max.receive.size default: the largest frame before authentication.
+SASL_MAX_RECEIVE = 524288
+
+
+@dataclass
+class ListenerSecurity:
+    listener: Listener
+    tls: ssl.SSLContext | None = None
+    mechanisms: tuple[str, ...] = ()
+    reauth_ms: int = 0  # connections.max.reauth.ms: 0 means sessions do not expire
+    max_receive: int = SASL_MAX_RECEIVE
+    failed_auth_delay_ms: int = 100  # connection.failed.authentication.delay.ms
+
+    def new_session(self) -> "Session":
+        return Session(self)
+
+
+@dataclass
+class Session:
+    security: ListenerSecurity
+    principal: str = ANONYMOUS
+    authenticated: bool = False
+    mechanism: str | None = None
+    server: Any = None  # the SASL server of an exchange in progress
+    expires_at: float | None = None
+    logins: int = 0
+    _t0: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.authenticated = not self.security.listener.sasl
+
+    @property
+    def needs_sasl(self) -> bool:
+        return self.security.listener.sasl
+
+    def refusal(self, api_key: int) -> str | None:
+        """Why this request closes the connection, or None when it may run."""
+        if api_key in (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE):
+            return None
+        if not self.authenticated:
+            return f"api key {api_key} sent before SASL authentication"
+        if self.expires_at is not None and time.monotonic() > self.expires_at:
+            return "SASL session expired (connections.max.reauth.ms) without re-authentication"
+        return None
+
+    def authenticated_as(self, principal: str) -> int:
+        """Record a completed login; returns the session lifetime (ms) to report, 0 for none."""
+        self.principal = principal
+        self.authenticated = True
+        self.logins += 1
+        self.server = None
+        if self.security.reauth_ms > 0:
+            self.expires_at = time.monotonic() + self.security.reauth_ms / 1000.0
+            return self.security.reauth_ms
+        return 0

@@ -1,0 +1,149 @@
+"""ACL authorization on a real broker process: what Kafka checks, with Kafka's error codes.
+
+The broker runs ``authorizer.class.name`` with ``super.users=User:admin`` on a
+SASL_PLAINTEXT listener (SCRAM-SHA-256 and PLAIN); ACLs are made with the CLI and
+with Kafka's admin API. Restarting the broker keeps users and ACLs.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from certs import make_pki
+from secure_broker import SecureBroker, write_properties
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("authz-broker")
+    pki = make_pki(str(folder / "pki"))
+    props = write_properties(str(folder / "server.properties"), pki, {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": "User:admin",
+    })
+    b = SecureBroker(str(folder / "data"), props).start()
+    try:
+        b.add_user("admin", "admin-pw")
+        b.add_user("alice", "alice-pw")
+        yield b
+    finally:
+        b.stop()
+
+
+def conf(broker, user: str, mechanism: str = "SCRAM-SHA-256") -> dict:
+    return {"bootstrap.servers": broker.listeners["SASL_PLAINTEXT"], "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": f"{user}-pw"}
+
+
+def create_topic(broker, name: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(conf(broker, "admin"))  # kept alive until the future is done
+    admin.create_topics([NewTopic(name, 1)])[name].result(30)
+
+
+def produce(broker, user: str, topic: str, n: int = 3, mechanism: str = "SCRAM-SHA-256"):
+    """Delivery reports: list of (error or None)."""
+    from confluent_kafka import Producer
+
+    reports = []
+    p = Producer({**conf(broker, user, mechanism), "message.timeout.ms": 8000})
+    for i in range(n):
+        p.produce(topic, b"x%d" % i, on_delivery=lambda err, msg: reports.append(err))
+    p.flush(20)
+    return reports
+
+
+def end_offset(broker, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({**conf(broker, "admin"), "group.id": "offsets-reader"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=20)[1]
+    finally:
+        c.close()
+
+
+def acls(broker, *args: str) -> None:
+    r = broker.cli("acls", *args)
+    assert r.returncode == 0, r.stderr.decode()
+    time.sleep(1.5)  # gateways refresh their ACL snapshot within a second
+
+
+def test_a_principal_without_write_gets_topic_authorization_failed_and_writes_nothing(broker):
+    from confluent_kafka import KafkaError
+
+    topic = f"locked-{uuid.uuid4().hex[:8]}"
+    create_topic(broker, topic)
+    reports = produce(broker, "alice", topic)
+    assert reports and all(e is not None and e.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED for e in reports)
+    assert end_offset(broker, topic) == 0
+    acls(broker, "add", "--principal", "User:alice", "--operation", "write", "--topic", topic)
+    assert produce(broker, "alice", topic) == [None, None, None]
+    assert end_offset(broker, topic) == 3
+
+
+def test_prefixed_acl_grants_a_group_of_topics_and_plain_logs_in_too(broker):
+    prefix = f"team-{uuid.uuid4().hex[:6]}-"
+    for t in ("a", "b"):
+        create_topic(broker, prefix + t)
+    hidden = f"hidden-{uuid.uuid4().hex[:6]}"
+    create_topic(broker, hidden)
+    acls(broker, "add", "--principal", "User:alice", "--operation", "write", "--operation", "describe",
+         "--topic", prefix, "--prefixed")
+    assert produce(broker, "alice", prefix + "a") == [None] * 3
+    assert produce(broker, "alice", prefix + "b", mechanism="PLAIN") == [None] * 3
+    from confluent_kafka.admin import AdminClient
+
+    alice = AdminClient(conf(broker, "alice"))
+    visible = set(alice.list_topics(timeout=20).topics)
+    assert {prefix + "a", prefix + "b"} <= visible
+    assert hidden not in visible  # Metadata shows only what alice may describe
+
+
+def test_deny_overrides_allow(broker):
+    from confluent_kafka import KafkaError
+
+    prefix = f"mixed-{uuid.uuid4().hex[:6]}-"
+    create_topic(broker, prefix + "open")
+    create_topic(broker, prefix + "closed")
+    acls(broker, "add", "--principal", "User:alice", "--operation", "all", "--topic", prefix, "--prefixed")
+    acls(broker, "add", "--principal", "User:*", "--operation", "write", "--topic", prefix + "closed", "--deny")
+    assert produce(broker, "alice", prefix + "open") == [None] * 3
+    reports = produce(broker, "alice", prefix + "closed")
+    assert all(e is not None and e.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED for e in reports)
+
+
+def test_acl_admin_api_needs_cluster_alter_and_round_trips(broker):
+    from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType)
+
+    topic = f"api-{uuid.uuid4().hex[:8]}"
+    binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+    alice = AdminClient(conf(broker, "alice"))
+    with pytest.raises(Exception) as info:  # alice may not alter the cluster
+        alice.create_acls([binding])[binding].result(20)
+    assert "CLUSTER_AUTHORIZATION_FAILED" in str(info.value) or "uthoriz" in str(info.value)
+    admin = AdminClient(conf(broker, "admin"))
+    admin.create_acls([binding])[binding].result(20)
+    flt = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.ANY, None, None, AclOperation.ANY,
+                           AclPermissionType.ANY)
+    assert admin.describe_acls(flt).result(20) == [binding]
+    assert admin.delete_acls([flt])[flt].result(20) == [binding]
+    assert admin.describe_acls(flt).result(20) == []
+
+
+def test_users_and_acls_survive_a_broker_restart(broker):
+    topic = f"durable-{uuid.uuid4().hex[:8]}"
+    create_topic(broker, topic)
+    acls(broker, "add", "--principal", "User:alice", "--operation", "write", "--topic", topic)
+    broker.stop()
+    broker.start()
+    assert produce(broker, "alice", topic) == [None] * 3  # alice's SCRAM credential and her ACL came back
+    r = broker.cli("users", "list")
+    assert b"alice: SCRAM-SHA-256" in r.stdout and b"admin:" in r.stdout
+    data = open(f"{broker.data_dir}/cluster-metadata.json").read()
+    assert "alice-pw" not in data and "admin-pw" not in data
