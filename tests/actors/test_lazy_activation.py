@@ -14,7 +14,7 @@ from logan_ray.actors.names import NAMESPACE, ROUTER_NAME
 def _live_partition_actors(topic: str) -> set[str]:
     """Names of this topic's live PartitionActor processes, from Ray's state API."""
     return {a.name for a in list_actors(filters=[("state", "=", "ALIVE"), ("class_name", "=", "PartitionActor")],
-                                        limit=100_000)
+                                        limit=10_000)
             if a.name.startswith(f"{topic}-") and a.name[len(topic) + 1:].isdigit()}
 
 
