@@ -39,7 +39,7 @@ from logan_ray.storage.atomic import atomic_write
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.dir_lock import DataDirLock
 from logan_ray.storage.errors import InvalidConfigError
-from logan_ray.storage.partition_dir import delete_partition_dir, sweep_deleted
+from logan_ray.storage.partition_dir import claim, delete_partition_dir, sweep_deleted
 
 from .names import NAMESPACE, ROUTER_NAME, actor_name, cleaner_name
 from .partition import partition_actor_class
@@ -440,7 +440,19 @@ class RouterActor(SecurityMetadata):
             for p in range(partitions):
                 self._place(name, p, t)
             self._save()  # durable first; partitions start on first need (lazy activation)
+            await self._make_folders(name, t, range(partitions))
         return self._describe(name)
+
+    async def _make_folders(self, name: str, t: dict[str, Any], partitions: range) -> None:
+        """Create the folders (with their topic id) of new partitions placed on this node; a partition
+        on another node gets its folder when it first starts (its actor claims it then)."""
+        here = ray.get_runtime_context().get_node_id()
+        local = [p for p in partitions if t["placement"][str(p)]["node_id"] == here]
+
+        def make() -> None:
+            for p in local:
+                claim(self._dir(name, p), t["topic_id"])
+        await asyncio.to_thread(make)
 
     async def delete_topic(self, name: str) -> None:
         """Record the deletion durably, then remove each partition (rename to ``-delete``, then remove)
@@ -472,6 +484,7 @@ class RouterActor(SecurityMetadata):
                     self._place(name, p, t)
                 t["partitions"] = total
                 self._save()
+                await self._make_folders(name, t, range(old, total))
         return self._describe(name)
 
     async def alter_config(self, name: str, changes: dict[str, Any], incremental: bool = True,
