@@ -29,6 +29,10 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import machine  # noqa: E402
 
+# bench/http.py would shadow the standard library's http (which Ray's imports need): bench/ leaves sys.path now
+_BENCH = os.path.abspath(os.path.dirname(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _BENCH]
+
 PASSWORD = "bench-pw"
 
 
@@ -101,7 +105,7 @@ def main() -> None:
             }
             print(machine.describe())
             print(f"{args.records:,} records of {args.record_size} B, one partition, confluent-kafka "
-                  f"{__import__('confluent_kafka').version()[0]}")
+                  f"{__import__('confluent_kafka').__version__}")
             rows = {}
             for name, conf in confs.items():
                 topic = f"bench-{name.lower()}-{uuid.uuid4().hex[:6]}"

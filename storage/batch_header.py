@@ -197,16 +197,6 @@ def content_error(buf: Buffer, pos: int, h: BatchHeader) -> CorruptRecordError |
     return counts_error(h)
 
 
-def batch_error(buf: Buffer, pos: int = 0, end: int | None = None) -> CorruptRecordError | InvalidRecordError | None:
-    """What :func:`validate_batch` would raise for the batch at ``pos``, or None if it is sound."""
-    end = len(buf) if end is None else end
-    avail = end - pos
-    if avail < HEADER_SIZE:
-        return CorruptRecordError(f"record batch truncated: {avail} bytes, header needs {HEADER_SIZE}")
-    h = header_at(buf, pos)
-    return framing_error(h, avail) or content_error(buf, pos, h)
-
-
 def validate_batch(buf: Buffer, pos: int = 0, *, end: int | None = None) -> BatchHeader:
     """Check framing, magic, CRC32C and counts of the batch at ``pos``.
 

@@ -174,23 +174,17 @@ def _iter_batches(fd: int, seg: SegmentView, *, check_crc: bool = True) -> Itera
 
 
 def _records(buf: bytearray, mv: memoryview, rel: int, size: int, attributes: int) -> tuple[bytes | bytearray, int, int]:
-    """``(buffer, start, end)`` of a batch's records: in place when uncompressed, no copy."""
+    """``(buffer, start, end)`` of a batch's records: in place when uncompressed, no copy.
+
+    Unlike :func:`.records.records_blob` (a memoryview of just the records) this
+    hands the record scan the reader's whole bytearray and bounds in it, which
+    the pure-Python scan indexes faster than a memoryview.
+    """
     codec = attributes & 0x07
     if codec == NONE:
         return buf, rel + HEADER_SIZE, rel + size
     data = decompress(codec, mv[rel + HEADER_SIZE : rel + size])
     return data, 0, len(data)
-
-
-def _scan_keys(blob: bytes | bytearray, p: int, stop: int, count: int) -> tuple[list, list[int]]:
-    """Keys and offset deltas of every record: the map pass's only per-record loop (in the record codec)."""
-    keys, deltas, _, _, _ = scan_records(blob, p, stop, count)
-    return keys, deltas
-
-
-def _scan_records(blob: bytes | bytearray, p: int, stop: int, count: int) -> tuple[list, list[int], list[int], list[bool], list[int]]:
-    """Keys, offset deltas, timestamp deltas, tombstone flags and record starts (plus the end)."""
-    return scan_records(blob, p, stop, count)
 
 
 _MALFORMED = (CorruptRecordError, IndexError, ValueError)  # what parsing bad record bytes raises
@@ -224,7 +218,7 @@ def _build_map(view: CleanView, dirty: Sequence[SegmentView], first_dirty: int, 
                 stats.map_full = True
                 return base
             try:
-                keys, deltas = _scan_keys(*_records(buf, mv, rel, size, attrs), count)
+                keys, deltas, _, _, _ = scan_records(*_records(buf, mv, rel, size, attrs), count)
             except _MALFORMED:
                 continue  # the copy pass keeps such a batch as it is
             offsets = [base + d for d in deltas]
@@ -278,7 +272,7 @@ class _Copier:
             return None, max_ts, True
         try:
             blob, start, stop = _records(buf, mv, rel, size, attrs)
-            keys, deltas, ts_deltas, nulls, starts = _scan_records(blob, start, stop, count)
+            keys, deltas, ts_deltas, nulls, starts = scan_records(blob, start, stop, count)
         except _MALFORMED as e:
             # CRC-valid but undecodable records (a broken client): keep the batch as it is.
             st.malformed_batches += 1

@@ -66,15 +66,6 @@ class FileBatches:
         self.bytes_read += n
         return n
 
-    def header(self, pos: int) -> BatchHeader | None:
-        """The header at ``pos``, unchecked; None when fewer than 61 bytes lie before the end."""
-        rel = pos - self._start
-        if rel < 0 or rel + HEADER_SIZE > self._len:
-            if self._fill(pos) < HEADER_SIZE:
-                return None
-            rel = 0
-        return _new(BatchHeader, _unpack(self._buf, rel))
-
     def batch(self, pos: int, size: int) -> tuple[bytearray, memoryview, int] | None:
         """``(buffer, its view, start in it)`` of the ``size`` bytes at ``pos``; None if the file ends first."""
         rel = pos - self._start

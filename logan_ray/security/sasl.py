@@ -150,7 +150,9 @@ class ScramServer:
             proof = base64.b64decode(proof_attr[2:], validate=True)
         except Exception:
             raise SaslFailed(f"Invalid {self.mechanism} client-final message") from None
-        if binding != self._gs2 or attrs[1][1] != self._nonce:
+        # Kafka's broker checks that the nonce *ends with* the server-first nonce; librdkafka before 2.1 sends
+        # the client nonce twice (client nonce + full nonce) and relies on that.
+        if binding != self._gs2 or not attrs[1][1].endswith(self._nonce):
             raise SaslFailed(f"Invalid {self.mechanism} client-final message: nonce or channel binding mismatch")
         assert self._cred is not None
         auth_message = f"{self._client_first_bare},{self._server_first},{without_proof}".encode()

@@ -13,6 +13,9 @@ import pytest
 from certs import make_pki
 from secure_broker import SecureBroker, write_properties
 
+#: a real broker process (and, for ACLs, a restart): about 1.5 minutes per module
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):

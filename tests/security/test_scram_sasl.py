@@ -89,3 +89,23 @@ def test_plain_checks_against_the_scram_store():
         _run(server_for("PLAIN").step(b"bob\x00alice\x00wonder", lookup))
     with pytest.raises(SaslFailed):
         _run(server_for("PLAIN").step(b"no separators", lookup))
+
+
+def test_client_final_nonce_is_checked_like_kafka_ends_with(monkeypatch):
+    """librdkafka < 2.1 repeats the client nonce in front of the full nonce; Kafka accepts that (endsWith)."""
+    import hashlib
+    import hmac as hmac_mod
+
+    monkeypatch.setattr(sasl.secrets, "token_urlsafe", lambda n: SERVER_NONCE_SUFFIX)
+    lookup, _ = _store(user="pencil")
+    server = server_for("SCRAM-SHA-256")
+    server_first = _run(server.step(CLIENT_FIRST, lookup)).decode()
+    nonce = "rOprNGfwEbeRWgbNEkqO" + server_first.split(",")[0][2:]
+    without_proof = f"c=biws,r={nonce}"
+    salted = scram.salted_password("SCRAM-SHA-256", "pencil", SALT, 4096)
+    client_key = hmac_mod.new(salted, b"Client Key", "sha256").digest()
+    auth = f"n=user,r=rOprNGfwEbeRWgbNEkqO,{server_first},{without_proof}".encode()
+    sig = hmac_mod.new(hashlib.sha256(client_key).digest(), auth, "sha256").digest()
+    proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, sig))).decode()
+    assert _run(server.step(f"{without_proof},p={proof}".encode(), lookup)).startswith(b"v=")
+    assert server.done
