@@ -404,3 +404,44 @@ class ChannelClient:
 
     def close(self) -> None:
         self._lost("channel closed by this side")
+
+
+class ChannelLink:
+    """The node-local channel to one partition actor, shared by every caller on this node
+    (the gateway's routes, a Python client's producers and consumers).
+
+    Opened on first use: one Ray call asks the actor for its socket path (which
+    also starts its server, after a restart too), then calls go over the socket.
+    When the channel closes (the actor died), the next use asks again.
+    """
+
+    __slots__ = ("client", "lock", "unavailable", "calls", "connects")
+
+    def __init__(self) -> None:
+        self.client: ChannelClient | None = None
+        self.lock = asyncio.Lock()
+        self.unavailable = False
+        self.calls = 0
+        self.connects = 0
+
+    async def get(self, handle: Any) -> ChannelClient | None:
+        client = self.client
+        if client is not None and not client.closed:
+            return client
+        if self.unavailable:
+            return None
+        async with self.lock:
+            if self.client is not None and not self.client.closed:
+                return self.client
+            self.client = None
+            path = await handle.channel.remote()
+            if path is None:
+                self.unavailable = True  # e.g. no private socket directory: Ray calls it is
+                return None
+            try:
+                self.client = await ChannelClient.connect(path)
+                self.connects += 1
+            except OSError as e:  # the actor restarted in between: Ray calls for now, retry next time
+                log.info("no channel to %s yet: %s", path, e)
+                return None
+            return self.client

@@ -7,7 +7,8 @@ one call each, and the Python API's group members speak the very same protocol
 (Python apps and Kafka clients can share a group).
 
 Durability: offset commits (and deletes) are appended to the internal compacted
-topic ``__consumer_offsets`` through its partition actors before they are
+topic ``__consumer_offsets`` through its partition actors, with acks=all (on one
+node: fsynced, as Kafka's ``offsets.commit.required.acks`` = -1), before they are
 acknowledged; each generation's group metadata is appended too. On start the
 actor replays every partition of that topic from its log start, so a restarted
 coordinator (or broker) knows every committed offset and every stable group.
@@ -235,7 +236,7 @@ class GroupCoordinatorActor:
             error: BaseException | None = None
             for attempt in range(2):
                 try:
-                    await self._handles[part].append.remote(batch, internal=True)
+                    await self._handles[part].append_durable.remote(batch, internal=True)
                     error = None
                     break
                 except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:

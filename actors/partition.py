@@ -126,7 +126,7 @@ class PartitionActor:
         self._after_append(sum(h.record_count for h in headers), len(data), started)
         return result
 
-    async def append_durable(self, data: bytes) -> tuple[int, int, int]:
+    async def append_durable(self, data: bytes, internal: bool = False) -> tuple[int, int, int]:
         """``acks=all`` on one replica: :meth:`append`, answered once the batches are fsynced.
 
         The wait is a group commit (see ``actors/group_commit.py``): one
@@ -134,7 +134,7 @@ class PartitionActor:
         A repeated idempotent batch waits too, as its first write may not be
         on disk yet.
         """
-        result = await self.append(data)
+        result = await self.append(data, internal)
         await self._group_commit.wait(self._log.log_end_offset)
         return result
 
@@ -328,13 +328,15 @@ class PartitionActor:
     async def channel(self) -> str | None:
         """Path of this actor's node-local Unix socket (started on first call), or None if unavailable.
 
-        The node's gateway sends appends and fetch requests through it instead of
-        Ray calls; see ``actors/channel.py``.
+        The node's gateway, and Python producers and consumers running on this node
+        (``logan_ray/local_path.py``), send appends and fetch requests through it
+        instead of Ray calls; see ``actors/channel.py``.
         """
         if not self._channel_started:
             self._channel_started = True
             self._channel = await serve_channel(self.directory, {
-                "append": self.append, "append_durable": self.append_durable, "locate": self.locate, "offsets": self.offsets,
+                "append": self.append, "append_durable": self.append_durable, "locate": self.locate,
+                "fetch": self.fetch, "offsets": self.offsets,
                 "wait_for_data": self.wait_for_data, "offset_for_timestamp": self.offset_for_timestamp,
                 "max_timestamp_offset": self.max_timestamp_offset, "delete_records": self.delete_records,
             })

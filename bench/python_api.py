@@ -7,6 +7,9 @@ One embedded broker, 100 B values, one partition. Measured in this order:
    partition, ``send`` one record at a time (300,000 records);
 2. consume everything from offset 0 with ``Consumer.poll`` and with
    ``Consumer.poll_arrow`` (8 MiB fetches);
+   steps 1 and 2 twice: over the node-local channel (the local fast path, the default
+   on the partition's node) and by Ray actor calls (``LOGAN_RAY_LOCAL_PATH=0``), each
+   on its own topic;
 3. the reference: confluent-kafka's producer and consumer through the Kafka
    gateway of the same broker, on the same topic (the consumer reads the same
    records from offset 0; the producer appends ``--records`` more);
@@ -80,6 +83,40 @@ def confluent_produce(bootstrap: str, topic: str, n: int, value: bytes) -> float
     return n / took
 
 
+def measure(client, topic: str, path: str, value: bytes, args, rates: dict[str, float]) -> tuple[int, int]:
+    """send_batch, send, poll and poll_arrow on a new one-partition topic, over one path."""
+    client.create_topic(topic, partitions=1)
+    if path == "channel":  # open it before timing (the first calls would go by Ray while it opens)
+        assert client.local_path.wait_open(client.partition_actor(topic, 0)), "no channel to the partition"
+    producer = client.producer(batch_size=1 << 20, linger_ms=5)
+    chunk = [value] * 50_000
+    t = time.perf_counter()
+    for _ in range(args.records // len(chunk)):
+        producer.send_batch(topic, chunk, partition=0)
+    producer.flush()
+    n = (args.records // len(chunk)) * len(chunk)
+    rates[f"send_batch ({path})"] = n / (time.perf_counter() - t)
+    single_n = min(n, args.single_records)
+    send = producer.send
+    t = time.perf_counter()
+    for _ in range(single_n):
+        send(topic, value, partition=0)
+    producer.flush()
+    rates[f"send ({path})"] = single_n / (time.perf_counter() - t)
+    total = n + single_n
+    for how in ("poll", "poll_arrow"):
+        consumer = client.consumer(auto_offset_reset="earliest", fetch_max_bytes=8 << 20)
+        consumer.assign([(topic, 0)])
+        got = 0
+        t = time.perf_counter()
+        while got < total:
+            got += len(consumer.poll(5000)) if how == "poll" else consumer.poll_arrow(5000).num_rows
+        rates[f"{how} ({path})"] = got / (time.perf_counter() - t)
+        consumer.close()
+    print(f"{path} done: sent {producer.append_paths}, fetched {consumer.fetch_paths}", flush=True)
+    return n, single_n
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=2_000_000)
@@ -103,46 +140,12 @@ def main() -> None:
         client = logan_ray.connect(data_dir=d)
         node = ray.get_runtime_context().get_node_id()
         try:
-            client.create_topic("bench", partitions=1)
-            producer = client.producer(batch_size=1 << 20, linger_ms=5)
-            chunk = [value] * 50_000
-            t = time.perf_counter()
-            for _ in range(args.records // len(chunk)):
-                producer.send_batch("bench", chunk, partition=0)
-            producer.flush()
-            n = (args.records // len(chunk)) * len(chunk)
-            rates["logan-ray produce (send_batch)"] = n / (time.perf_counter() - t)
-            print("send_batch done", flush=True)
-
-            single_n = min(n, args.single_records)
-            send = producer.send
-            t = time.perf_counter()
-            for _ in range(single_n):
-                send("bench", value, partition=0)
-            producer.flush()
-            rates["logan-ray produce (send)"] = single_n / (time.perf_counter() - t)
-            print("send done", flush=True)
+            n = single_n = 0
+            for path, topic in (("channel", "bench"), ("ray calls", "bench-ray")):
+                os.environ["LOGAN_RAY_LOCAL_PATH"] = "1" if path == "channel" else "0"
+                n, single_n = measure(client, topic, path, value, args, rates)
+            os.environ.pop("LOGAN_RAY_LOCAL_PATH", None)
             total = n + single_n
-
-            consumer = client.consumer(auto_offset_reset="earliest", fetch_max_bytes=8 << 20)
-            consumer.assign([("bench", 0)])
-            got = 0
-            t = time.perf_counter()
-            while got < total:
-                got += len(consumer.poll(5000))
-            rates["logan-ray consume (poll)"] = got / (time.perf_counter() - t)
-            print("poll done", flush=True)
-            consumer.close()
-
-            consumer = client.consumer(auto_offset_reset="earliest", fetch_max_bytes=8 << 20)
-            consumer.assign([("bench", 0)])
-            got = 0
-            t = time.perf_counter()
-            while got < total:
-                got += consumer.poll_arrow(5000).num_rows
-            rates["logan-ray consume (poll_arrow)"] = got / (time.perf_counter() - t)
-            print("poll_arrow done", flush=True)
-            consumer.close()
 
             bootstrap = start_gateways("127.0.0.1", free_port(), nodes=[node])[node]
             try:
@@ -167,7 +170,7 @@ def main() -> None:
     ref_p = rates["confluent-kafka produce (gateway)"]
     print(f"{'':36}{'records/s':>14}{'vs confluent':>14}")
     for name, rate in rates.items():
-        ref = ref_c if "consume" in name else ref_p if "produce" in name else None
+        ref = ref_c if ("consume" in name or "poll" in name) else ref_p if ("produce" in name or "send" in name) else None
         rel = f"{rate / ref:>13.2f}x" if ref and not name.startswith("confluent") else ""
         print(f"{name:36}{rate:>14,.0f}{rel}")
     print(f"({n:,} records of {args.record_size} B by send_batch, {single_n:,} by send; "

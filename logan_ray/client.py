@@ -193,6 +193,7 @@ class Client:
         self.router = router
         self._owns_ray = owns_ray
         self._routes: dict[str, list] = {}
+        self._local = None
 
     # ------------------------------------------------------------------ admin
     def create_topic(self, name: str, partitions: int = 1, config: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -256,6 +257,10 @@ class Client:
 
     def partition_actor(self, topic: str, partition: int):
         """The Ray actor handle of one partition, for apps that call it directly."""
+        return self.partition_route(topic, partition)[0]
+
+    def partition_route(self, topic: str, partition: int) -> tuple[Any, str]:
+        """(actor handle, node id) of one partition; raises when it is unknown or offline."""
         from .errors import UnknownPartitionError
 
         parts = self.partitions(topic)
@@ -264,8 +269,17 @@ class Client:
             if not 0 <= partition < len(parts):
                 raise UnknownPartitionError(f"topic {topic!r} has no partition {partition} (it has {len(parts)})")
         if parts[partition][0] is None:  # offline: the router's LeaderNotAvailableError names the awaited node
-            return get(self.router.partition.remote(topic, partition))
-        return parts[partition][0]
+            return get(self.router.partition.remote(topic, partition)), parts[partition][1]
+        return parts[partition][0], parts[partition][1]
+
+    @property
+    def local_path(self):
+        """This process's channels to partitions on its node (see ``logan_ray.local_path``)."""
+        if self._local is None:
+            from .local_path import LocalPath
+
+            self._local = LocalPath()
+        return self._local
 
     # -------------------------------------------------------------- factories
     def producer(self, **kwargs: Any):
@@ -289,6 +303,9 @@ class Client:
     # -------------------------------------------------------------- lifecycle
     def close(self) -> None:
         """Embedded mode: flush and close every partition, then stop Ray. Attached: just detach."""
+        if self._local is not None:
+            self._local.close()
+            self._local = None
         if self._owns_ray and ray.is_initialized():
             try:
                 get(self.router.shutdown.remote(), timeout=60)

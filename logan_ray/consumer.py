@@ -18,6 +18,7 @@ callbacks run inside ``poll`` on the caller's thread.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 from collections import deque
@@ -29,6 +30,8 @@ from logan_ray.storage.batch_header import iter_headers
 from logan_ray.storage.records import decode_tagged
 
 from ._ray import get
+from .local_path import ChannelClosedError
+from .local_path import result as local_result
 from .errors import GroupError, LoganError, OffsetOutOfRangeError, UnknownPartitionError
 from .group_member import GroupMember, OffsetAndMetadata
 from .serializers import deserializer
@@ -42,6 +45,27 @@ log = logging.getLogger("logan_ray.consumer")
 
 EARLIEST = -2
 LATEST = -1
+
+
+def _wait_any(waiting: list[Any], timeout: float) -> set:
+    """The fetches (Ray refs and channel futures) that are done, waiting up to ``timeout``
+    for the first; every one already done is taken, not just the first."""
+    refs = [w for w in waiting if isinstance(w, ray.ObjectRef)]
+    futures = [w for w in waiting if not isinstance(w, ray.ObjectRef)]
+    if not futures:
+        ready, _ = ray.wait(refs, num_returns=1, timeout=timeout)
+        return set(ray.wait(refs, num_returns=len(refs), timeout=0)[0]) if ready else set()
+    if not refs:
+        done, _ = concurrent.futures.wait(futures, timeout, concurrent.futures.FIRST_COMPLETED)
+        return {f for f in futures if f.done()} if done else set()
+    # Partitions on this node and on others: look at both kinds in short turns.
+    deadline = time.monotonic() + timeout
+    while True:
+        done = {f for f in futures if f.done()} | set(ray.wait(refs, num_returns=len(refs), timeout=0)[0])
+        left = deadline - time.monotonic()
+        if done or left <= 0:
+            return done
+        concurrent.futures.wait(futures, min(left, 0.002), concurrent.futures.FIRST_COMPLETED)
 
 
 class TopicPartition(NamedTuple):
@@ -96,7 +120,10 @@ class Consumer:
         self._value_de = deserializer(value_deserializer)
         self._max_poll_records = max_poll_records
         self._positions: dict[TopicPartition, int | None] = {}
-        self._pending: dict[TopicPartition, tuple[Any, int]] = {}  # tp -> (ref, offset fetched)
+        # tp -> (Ray ref or channel future, offset fetched)
+        self._pending: dict[TopicPartition, tuple[Any, int]] = {}
+        #: fetches sent per path: "channel" (node-local fast path) or "ray" (actor call)
+        self.fetch_paths: dict[str, int] = {"channel": 0, "ray": 0}
         # Fetched but not yet returned, in fetch order: raw fetches are decoded on demand,
         # into records (poll) or a table (poll_arrow); a caller mixing both gets the rest converted.
         self._fetched: deque[tuple[TopicPartition, int, bytes]] = deque()  # (tp, first offset wanted, batches)
@@ -195,8 +222,13 @@ class Consumer:
             if pos is None:
                 self._reset_position(tp)
                 pos = self._positions[tp]
-            ref = self._actor(tp).fetch.remote(pos, self._max_bytes, wait_ms, 1)
-            self._pending[tp] = (ref, pos)
+            handle, node = self._client.partition_route(tp.topic, tp.partition)
+            # On the partition's own node the fetch goes over its channel; elsewhere by Ray.
+            waiting = self._client.local_path.call(handle, node, "fetch", pos, self._max_bytes, wait_ms, 1)
+            if waiting is None:
+                waiting = handle.fetch.remote(pos, self._max_bytes, wait_ms, 1)
+            self.fetch_paths["ray" if isinstance(waiting, ray.ObjectRef) else "channel"] += 1
+            self._pending[tp] = (waiting, pos)
 
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from any assigned partition, waiting up to ``timeout_ms`` for the first ones."""
@@ -267,11 +299,7 @@ class Consumer:
         while not self._has_buffered() and self._positions:
             self._prefetch(min(self._max_wait_ms, max(0, timeout_ms)))
             remaining = max(0.0, deadline - time.monotonic())
-            refs = [ref for ref, _ in self._pending.values()]
-            ready, _ = ray.wait(refs, num_returns=1, timeout=remaining)
-            # take every fetch that is already done, not just the first
-            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if ready else (ready, None)
-            ready_set = set(ready)
+            ready_set = _wait_any([w for w, _ in self._pending.values()], remaining)
             for tp, (ref, pos) in list(self._pending.items()):
                 if ref in ready_set:
                     del self._pending[tp]
@@ -290,11 +318,13 @@ class Consumer:
         if self._positions.get(tp) != pos:
             return  # a seek happened while this fetch was in flight
         try:
-            data, _hw, _start = get(ref)
+            data, _hw, _start = get(ref) if isinstance(ref, ray.ObjectRef) else local_result(ref)
         except OffsetOutOfRangeError:
             self._positions[tp] = None
             self._reset_position(tp)
             return
+        except ChannelClosedError:
+            return  # the actor restarted: same position, the next fetch reopens its channel
         if not data:
             return
         next_offset = pos

@@ -52,10 +52,12 @@ from .errors import (
     UnsupportedCompressionError,
 )
 from .common.partitioner import partition_for_key
+from .local_path import ChannelClosedError, ChannelError
+from .local_path import result as local_result
 from .serializers import serializer
 
 log = logging.getLogger("logan_ray.producer")
-_RETRIABLE = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
+_RETRIABLE = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ChannelClosedError)
 # Errors the partition raises while validating, before it writes a byte: the batch is surely not in the log.
 _REJECTED = (RecordTooLargeError, CorruptRecordError, InvalidRecordError, InvalidTimestampError,
              UnsupportedCompressionError)
@@ -293,6 +295,7 @@ class _PartitionState:
     next_sequence: int = 0
     acked: bool = False  # the broker holds state for this producer id (a batch was acknowledged)
     in_flight: deque = None  # type: ignore[assignment]
+    via_channel: bool = False  # the batches in flight went over the node-local channel (else by Ray)
 
     def __post_init__(self) -> None:
         self.in_flight = deque()
@@ -324,6 +327,8 @@ class Producer:
         self._retries = retries
         self._auto_create = auto_create_topics
         self._idempotent = idempotent
+        #: batches sent per path: "channel" (node-local fast path) or "ray" (actor call)
+        self.append_paths: dict[str, int] = {"channel": 0, "ray": 0}
         self._producer_id = get(client.router.allocate_producer_id.remote()) if idempotent else -1
         self._lock = threading.RLock()
         self._open: dict[tuple[str, int], _Batch] = {}
@@ -596,7 +601,7 @@ class Producer:
             for _, part in b.parts:
                 self._send(part, state, limit)
             return
-        self._submit(b)
+        self._submit(b, state)
         if self._acks == 0:
             b.done = True
         else:
@@ -620,12 +625,22 @@ class Producer:
             producer_epoch=state.epoch if state.producer_id >= 0 else -1, base_sequence=b.base_sequence,
         )
 
-    def _submit(self, b: _Batch) -> None:
-        actor = self._client.partition_actor(b.topic, b.partition)
+    def _submit(self, b: _Batch, state: _PartitionState) -> None:
+        handle, node = self._client.partition_route(b.topic, b.partition)
         b.attempts += 1
         # acks=all waits for the partition's group-committed fsync; 0 and 1 for the append alone.
-        append = actor.append_durable if self._acks == -1 else actor.append
-        b.ref = append.remote(b.payload)
+        method = "append_durable" if self._acks == -1 else "append"
+        # Over the node-local channel when the partition is on this node, else by Ray. The path
+        # changes only when nothing is in flight ahead of this batch, so batches stay in order.
+        first = not state.in_flight or state.in_flight[0] is b
+        b.ref = None
+        if first or state.via_channel:
+            b.ref = self._client.local_path.call(handle, node, method, payload=b.payload)
+            if first:
+                state.via_channel = b.ref is not None
+        if b.ref is None:
+            b.ref = getattr(handle, method).remote(b.payload)
+        self.append_paths["ray" if isinstance(b.ref, ray.ObjectRef) else "channel"] += 1
 
     def _complete(self, b: _Batch, timeout: float | None) -> None:
         """Wait for ``b`` and every earlier batch of its partition, resending in order after a crash."""
@@ -641,14 +656,17 @@ class Producer:
             while not b.done and state.in_flight:
                 head = state.in_flight[0]
                 try:
-                    head.base_offset, head.append_time, _ = ray.get(head.ref, timeout=timeout)
-                except ray.exceptions.GetTimeoutError:
+                    if isinstance(head.ref, ray.ObjectRef):
+                        head.base_offset, head.append_time, _ = ray.get(head.ref, timeout=timeout)
+                    else:
+                        head.base_offset, head.append_time, _ = local_result(head.ref, timeout)
+                except (ray.exceptions.GetTimeoutError, RequestTimedOutError):
                     raise RequestTimedOutError(
                         f"append to {head.topic}-{head.partition} not acknowledged within {timeout} s") from None
                 except _RETRIABLE as e:
                     self._resend_from(state, e)
                     continue
-                except ray.exceptions.RayTaskError as e:
+                except (ray.exceptions.RayTaskError, LoganError, ChannelError) as e:
                     cause = getattr(e, "cause", e)
                     if type(cause).__name__ == "OutOfOrderSequenceError" and head.attempts > 1:
                         self._resend_from(state, e)  # an earlier batch was lost with the crash; resend in order
@@ -701,7 +719,7 @@ class Producer:
         for b in state.in_flight:
             self._encode(b, state)
             b.attempts = 0
-            self._submit(b)
+            self._submit(b, state)
 
     def _resend_from(self, state: _PartitionState, error: BaseException) -> None:
         head = state.in_flight[0]
@@ -715,7 +733,7 @@ class Producer:
         log.warning("resending %d batches to %s-%d after: %r", len(state.in_flight), head.topic, head.partition, error)
         time.sleep(min(0.05 * head.attempts, 1.0))
         for b in state.in_flight:  # same payloads, same sequences: the actor drops duplicates
-            self._submit(b)
+            self._submit(b, state)
 
     # ----------------------------------------------------------- flush/close
     def _linger_loop(self) -> None:

@@ -47,7 +47,8 @@ class TopicDatasink(Datasink):
     def __init__(self, topic: str, actors: Sequence[Any], router: Any, *, key: str | None, value: Any,
                  partition: str | None, timestamp: str | None, headers: str | None,
                  key_format: str | None, value_format: str | None, partitioner: Partitioner | None,
-                 compression: int, batch_bytes: int, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+                 compression: int, batch_bytes: int, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 durable: bool = True) -> None:
         self.topic = topic
         self.actors = list(actors)
         self.router = router
@@ -58,6 +59,7 @@ class TopicDatasink(Datasink):
         self.compression = compression
         self.batch_bytes = batch_bytes
         self.max_message_bytes = max_message_bytes
+        self.durable = durable
         self.result: dict[int, int] = {}
 
     def get_name(self) -> str:
@@ -102,7 +104,7 @@ class TopicDatasink(Datasink):
         # One append in flight per partition, all partitions at once: a resend after a
         # crash then repeats at most the five batches the broker can recognise.
         pending = {p: (q.pop(0), 1) for p, q in queues.items()}
-        refs = {p: self.actors[p].append.remote(payload) for p, (payload, _) in pending.items()}
+        refs = {p: self._append(p, payload) for p, (payload, _) in pending.items()}
         while refs:
             ready, _ = ray.wait(list(refs.values()), num_returns=1)
             p = next(q for q, r in refs.items() if r == ready[0])
@@ -114,17 +116,21 @@ class TopicDatasink(Datasink):
                     raise
                 time.sleep(min(0.05 * attempt, 1.0))
                 pending[p] = (payload, attempt + 1)
-                refs[p] = self.actors[p].append.remote(payload)
+                refs[p] = self._append(p, payload)
                 continue
             except ray.exceptions.RayTaskError as e:
                 cause = getattr(e, "cause", None)
                 raise (cause if isinstance(cause, Exception) else e) from None
             if queues[p]:
                 pending[p] = (queues[p].pop(0), 1)
-                refs[p] = self.actors[p].append.remote(pending[p][0])
+                refs[p] = self._append(p, pending[p][0])
             else:
                 del refs[p], pending[p]
         return counts
+
+    def _append(self, p: int, payload: bytes):
+        actor = self.actors[p]
+        return (actor.append_durable if self.durable else actor.append).remote(payload)
 
     def _budget(self) -> int:
         """Record-size bounds one batch may hold: min(batch_bytes, max.message.bytes) less the header."""
@@ -259,6 +265,7 @@ def write_topic(
     compression: str | int = "none",
     batch_bytes: int = BATCH_BYTES,
     auto_create: bool = True,
+    acks: int | str = "all",
     client: Any = None,
 ) -> dict[int, int]:
     """Write every row of ``ds`` as a record of ``topic``; returns records written per partition.
@@ -271,7 +278,11 @@ def write_topic(
     to ``murmur2(key) % partitions`` like the producer; ``partition`` names a
     column of explicit partitions and ``partitioner(key, n)`` overrides both.
     Per-key order holds within a block, not across blocks written in parallel.
+    ``acks``: "all" (the default, as Kafka's producer since 3.0) returns only once every
+    record is fsynced; 1 once it is in the log (a power loss can take the tail back).
     """
+    if acks not in ("all", -1, "-1", 1, "1"):
+        raise ValueError(f"acks must be 'all', -1 or 1 for write_topic, got {acks!r}")
     if client is None:
         import logan_ray
 
@@ -292,6 +303,7 @@ def write_topic(
     sink = TopicDatasink(topic, [a for a, _node in routes], client.router, key=key, value=value,
                          partition=partition, timestamp=timestamp, headers=headers, key_format=key_format,
                          value_format=value_format, partitioner=partitioner, compression=codec_id(compression),
-                         batch_bytes=batch_bytes, max_message_bytes=max_message_bytes)
+                         batch_bytes=batch_bytes, max_message_bytes=max_message_bytes,
+                         durable=acks in ("all", -1, "-1"))
     ds.write_datasink(sink)
     return sink.result

@@ -14,7 +14,7 @@ import time
 import uuid
 from typing import Any, Awaitable, Callable, Iterable
 
-from logan_ray.actors.channel import ChannelClient, ChannelClosedError
+from logan_ray.actors.channel import ChannelClosedError, ChannelLink
 from logan_ray.protocol import errors as codes
 
 log = logging.getLogger("logan_ray.gateway")
@@ -65,46 +65,6 @@ def is_stale_route(exc: BaseException) -> bool:
     return error_code(exc) == codes.NOT_LEADER_OR_FOLLOWER
 
 
-class _Link:
-    """The node-local channel to one partition actor, shared by every route to it.
-
-    Opened on first use: one Ray call asks the actor for its socket path (which
-    also starts its server, after a restart too), then calls go over the socket.
-    When the channel closes (the actor died), the next use asks again.
-    """
-
-    __slots__ = ("client", "lock", "unavailable", "calls", "connects")
-
-    def __init__(self) -> None:
-        self.client: ChannelClient | None = None
-        self.lock = asyncio.Lock()
-        self.unavailable = False
-        self.calls = 0
-        self.connects = 0
-
-    async def get(self, handle: Any) -> ChannelClient | None:
-        client = self.client
-        if client is not None and not client.closed:
-            return client
-        if self.unavailable:
-            return None
-        async with self.lock:
-            if self.client is not None and not self.client.closed:
-                return self.client
-            self.client = None
-            path = await handle.channel.remote()
-            if path is None:
-                self.unavailable = True  # e.g. no private socket directory: Ray calls it is
-                return None
-            try:
-                self.client = await ChannelClient.connect(path)
-                self.connects += 1
-            except OSError as e:  # the actor restarted in between: Ray calls for now, retry next time
-                log.info("gateway: no channel to %s yet: %s", path, e)
-                return None
-            return self.client
-
-
 def ignore_outcome(fut: "asyncio.Future") -> None:
     """Done-callback for a future nobody awaits any more: retrieve its error so asyncio
     does not log it (a background channel opening fails again on first use, an unused
@@ -118,8 +78,8 @@ class Partition:
 
     __slots__ = ("handle", "node_id", "local", "_link", "_activate", "_down")
 
-    def __init__(self, handle: Any, node_id: str, local: bool, link: _Link | None = None,
-                 activate: Callable[[], Awaitable[tuple[Any, _Link | None]]] | None = None,
+    def __init__(self, handle: Any, node_id: str, local: bool, link: ChannelLink | None = None,
+                 activate: Callable[[], Awaitable[tuple[Any, ChannelLink | None]]] | None = None,
                  offline: bool | None = None) -> None:
         self.handle = handle
         self.node_id = node_id
@@ -195,7 +155,7 @@ class Cluster:
         self._gateways: dict[str, tuple[str, int]] = {}
         self._gateways_at = 0.0
         self._settings: dict[str, Any] | None = None
-        self._links: dict[str, _Link] = {}
+        self._links: dict[str, ChannelLink] = {}
         self._activating: dict[tuple[str, int], asyncio.Future] = {}
 
     # ---------------------------------------------------------------- routes
@@ -245,8 +205,8 @@ class Cluster:
             return None
         return parts[index]
 
-    def _activator(self, name: str, index: int, local: bool) -> Callable[[], Awaitable[tuple[Any, _Link | None]]]:
-        async def activate() -> tuple[Any, _Link | None]:
+    def _activator(self, name: str, index: int, local: bool) -> Callable[[], Awaitable[tuple[Any, ChannelLink | None]]]:
+        async def activate() -> tuple[Any, ChannelLink | None]:
             """Ask the router to start an inactive partition; concurrent first requests share one call."""
             key = (name, index)
             fut = self._activating.get(key)
@@ -257,11 +217,11 @@ class Cluster:
             return handle, self._link(handle) if local else None
         return activate
 
-    def _link(self, handle: Any) -> _Link:
+    def _link(self, handle: Any) -> ChannelLink:
         key = handle._actor_id.hex()
         link = self._links.get(key)
         if link is None:
-            link = self._links[key] = _Link()
+            link = self._links[key] = ChannelLink()
         return link
 
     def _drop_unused_links(self) -> None:

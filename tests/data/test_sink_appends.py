@@ -17,10 +17,20 @@ class AppendRecorder:
 
     def __init__(self) -> None:
         self.calls: list[list[int]] = []
+        self.durable: list[bool] = []
 
     def append(self, data: bytes) -> tuple[int, int, int]:
         self.calls.append([h.size for _, h in iter_headers(data)])
+        self.durable.append(False)
         return 0, -1, 0
+
+    def append_durable(self, data: bytes) -> tuple[int, int, int]:
+        self.append(data)
+        self.durable[-1] = True
+        return 0, -1, 0
+
+    def how(self) -> list[bool]:
+        return self.durable
 
     def seen(self) -> list[list[int]]:
         return self.calls
@@ -48,3 +58,13 @@ def test_a_record_over_the_topic_limit_fails_the_write(client):
     with pytest.raises(RecordTooLargeError):
         sink._write_table(pa.table({"value": [b"v" * 30_000]}), 1, {})
     assert ray.get(actor.seen.remote()) == []
+
+
+def test_writes_wait_for_fsync_unless_asked_for_acks_1(client):
+    """write_topic defaults to acks=all like Kafka's producer: each append is answered once fsynced."""
+    table = pa.table({"value": [b"v" * 100] * 10})
+    for durable in (True, False):
+        actor = AppendRecorder.remote()
+        sink = _sink(actor, compression=0, batch_bytes=512 << 10, durable=durable)
+        sink._write_table(table, 1, {})
+        assert ray.get(actor.how.remote()) == [durable]

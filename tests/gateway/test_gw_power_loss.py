@@ -12,6 +12,7 @@ the disk, and the gateway serves what survived.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -19,7 +20,12 @@ import time
 
 import pytest
 import ray
+from confluent_kafka import Consumer, TopicPartition
 
+from logan_ray.actors.group_coordinator import OFFSETS_PARTITIONS, coordinator_name
+from logan_ray.actors.partition import NAMESPACE
+from logan_ray.groups import OFFSETS_TOPIC
+from logan_ray.groups.offsets_log import partition_for_group
 from logan_ray.protocol import errors as codes
 from logan_ray.storage.record_builder import build_batch
 from logan_ray.storage.records import decode_records
@@ -148,3 +154,89 @@ def test_fsync_error_takes_the_partition_offline_until_it_is_reopened(client, ga
             pass
         finally:
             fs.unmount()
+
+
+def _copy_files(src: str, dst: str, durable: bool = False) -> None:
+    for name in os.listdir(src):
+        path = os.path.join(src, name)
+        if not os.path.isfile(path):
+            continue
+        with open(path, "rb") as f, open(os.path.join(dst, name), "wb") as g:
+            shutil.copyfileobj(f, g)
+            if durable:
+                g.flush()
+                os.fsync(g.fileno())
+    if durable:
+        fd = os.open(dst, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _restart(handle, pid: int) -> None:
+    """SIGKILL a (stopped) actor process and wait until Ray's restarted actor answers."""
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if ray.get(handle.pid.remote(), timeout=10) != pid:
+                return
+        except Exception:  # restarting
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
+
+
+def test_power_loss_keeps_every_acknowledged_offset_commit(client, gateway, topic_name, broker_dir, tmp_path):
+    """OffsetCommit is answered only once its record of ``__consumer_offsets`` is on disk (Kafka writes
+    commits with acks=-1): a power loss right after the answer, then a coordinator restart that
+    replays the log, still finds the committed offset."""
+    group = f"{topic_name}-group"
+    folder = os.path.join(broker_dir, f"{OFFSETS_TOPIC}-{partition_for_group(group, OFFSETS_PARTITIONS)}")
+    offsets_actor = client.partition_actor(OFFSETS_TOPIC, partition_for_group(group, OFFSETS_PARTITIONS))
+    coordinator = ray.get_actor(coordinator_name(group), namespace=NAMESPACE)
+    client.create_topic(topic_name, 1)
+    snapshot, after = tmp_path / "before", tmp_path / "after"
+    snapshot.mkdir()
+    after.mkdir()
+    fs = VolatileMount(str(tmp_path / "backing"), folder)
+    pid = ray.get(offsets_actor.pid.remote())
+    os.kill(pid, signal.SIGSTOP)  # quiet while its folder moves onto the volatile file system
+    try:
+        _copy_files(folder, str(snapshot))
+        fs.mount()
+        _copy_files(str(snapshot), folder, durable=True)
+    finally:
+        _restart(offsets_actor, pid)
+    try:
+        consumer = Consumer({"bootstrap.servers": gateway, "group.id": group, "enable.auto.commit": False})
+        try:
+            consumer.commit(offsets=[TopicPartition(topic_name, 0, 42)], asynchronous=False)
+        finally:
+            consumer.close()
+        pid = ray.get(offsets_actor.pid.remote())
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            fs.power_loss()  # every write not yet fsynced is gone
+            fs.mount()
+        finally:
+            _restart(offsets_actor, pid)
+        _restart(coordinator, ray.get(coordinator.pid.remote()))  # forgets, then replays the log
+        consumer = Consumer({"bootstrap.servers": gateway, "group.id": group})
+        try:
+            [committed] = consumer.committed([TopicPartition(topic_name, 0)], timeout=30)
+        finally:
+            consumer.close()
+        assert committed.offset == 42, f"the acknowledged commit was lost: {committed}"
+    finally:  # put the durable state back on the real folder and the partition on it
+        pid = ray.get(offsets_actor.pid.remote())
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            _copy_files(folder, str(after))
+            fs.unmount()
+            for name in os.listdir(folder):
+                os.unlink(os.path.join(folder, name))
+            _copy_files(str(after), folder)
+        finally:
+            _restart(offsets_actor, pid)

@@ -299,8 +299,9 @@ class VolatileMount:
 def main() -> None:
     backing, mountpoint = sys.argv[1], sys.argv[2]
     # No kernel attribute or name caching: every lookup and size comes from this process.
+    # ``nonempty``: a test may mount over a folder that holds files (hidden while mounted).
     FUSE(VolatileFS(backing), mountpoint, foreground=True, nothreads=True, attr_timeout=0, entry_timeout=0,
-         negative_timeout=0)
+         negative_timeout=0, nonempty=True)
 
 
 if __name__ == "__main__":
