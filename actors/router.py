@@ -541,7 +541,7 @@ class RouterActor(SecurityMetadata):
             "partitions": [
                 {"partition": p, "node_id": t["placement"][str(p)]["node_id"],
                  "node_ip": t["placement"][str(p)]["node_ip"], "actor": actor_name(name, p),
-                 "online": not self._is_offline(name, p), "active": (name, p) in self._handles}
+                 "online": not self._is_offline(name, p)}
                 for p in range(t["partitions"])
             ],
             "config": dict(t.get("config", {})),
