@@ -147,14 +147,23 @@ class RouterActor(SecurityMetadata):
         self._alive = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes() if n.get("Alive")}
         return self._alive
 
-    def _choose_node(self) -> dict[str, str]:
-        """Least-loaded alive node (by partitions placed), ties broken by node order."""
+    def _choose_node(self, topic: dict[str, Any] | None = None) -> dict[str, str]:
+        """The alive node with the fewest partitions of ``topic``, then the fewest partitions in all,
+        ties broken by node order.
+
+        Each topic spreads over every node first (as Kafka spreads a topic's partitions over
+        its brokers), so a node that joined late, or the head holding ``__consumer_offsets``,
+        still gets its share of a new topic; the total only breaks ties.
+        """
         load = {node: 0 for node in self._alive}
+        mine = dict(load)
         for t in self._meta["topics"].values():
             for place in t.get("placement", {}).values():
                 if place.get("node_id") in load:
                     load[place["node_id"]] += 1
-        best = min(load, key=lambda node: load[node])
+                    if t is topic:
+                        mine[place["node_id"]] += 1
+        best = min(load, key=lambda node: (mine[node], load[node]))
         return {"node_id": best, "node_ip": self._alive[best]}
 
     def _resolve_node(self, place: dict[str, str]) -> dict[str, str] | None:
@@ -170,13 +179,13 @@ class RouterActor(SecurityMetadata):
     def _place(self, topic: str, partition: int, t: dict[str, Any]) -> bool:
         """Fix where a partition lives; True when its recorded placement changed (save it).
 
-        A new partition goes to the least-loaded node; an existing one follows its
+        A new partition goes to the node with the fewest of its topic (``_choose_node``); an existing one follows its
         files only (a restarted node at the same address), never to another machine.
         """
         placement = t.setdefault("placement", {})
         place = placement.get(str(partition))
         if place is None:
-            placement[str(partition)] = self._choose_node()
+            placement[str(partition)] = self._choose_node(t)
             return True
         resolved = self._resolve_node(place)
         if resolved is not None and resolved != place:

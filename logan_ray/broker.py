@@ -9,8 +9,10 @@ recovery.
 """
 from __future__ import annotations
 
+import logging
 import os
 import signal
+import time
 import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
@@ -26,6 +28,11 @@ if TYPE_CHECKING:
     from .broker_config import BrokerSettings
 
 
+log = logging.getLogger("logan_ray.broker")
+
+GATEWAY_SYNC_S = 2.0  # how often the broker looks for nodes that joined (or left) the Ray cluster
+
+
 class AlreadyRunningError(LoganError):
     """A broker already serves this data dir."""
 
@@ -37,7 +44,8 @@ class BrokerOptions:
     auto_create_topics: bool = True
     num_partitions: int = 1
     # Kafka gateway: one per Ray node, listening on host:port, advertised to clients as
-    # advertised_host:advertised_port (defaults: the bound address).
+    # advertised_host:advertised_port (defaults: the bound address). host "node-ip": each
+    # node's own Ray address (multi-host clusters); nodes that join later get one too.
     gateway: bool = True
     host: str = "127.0.0.1"
     port: int = 9092
@@ -82,6 +90,7 @@ class Broker:
     gateways: dict[str, str] = field(default_factory=dict)
     http_running: bool = False
     endpoints: dict[str, Any] = field(default_factory=dict)
+    _gateway_args: tuple = field(default=((), {"security": None}), repr=False)  # start_gateways' arguments
 
     @property
     def broker_file(self) -> str:
@@ -120,15 +129,13 @@ class Broker:
                       "max_connections": settings.get("max.connections"),
                       "max_connections_per_ip": settings.get("max.connections.per.ip"),
                       "max_connections_per_ip_overrides": settings.get("max.connections.per.ip.overrides") or None}
-            self.gateways = start_gateways(o.host, o.port, o.advertised_host, o.advertised_port,
-                                           max_frame_bytes=settings.get("socket.request.max.bytes"), limits=limits,
-                                           security=security)
-            here = ray.get_runtime_context().get_node_id()
-            ordered = [self.gateways[here]] if here in self.gateways else []
-            ordered += [ep for node, ep in sorted(self.gateways.items()) if node != here]
-            self.endpoints["kafka"] = ",".join(ordered)
-            if security is not None and len(security["listeners"]) > 1:
-                self.endpoints["listeners"] = _listener_endpoints(list(self.gateways))
+            # kept for the gateways of nodes that join later (sync_gateways)
+            self._gateway_args = ((o.host, o.port, o.advertised_host, o.advertised_port),
+                                  dict(max_frame_bytes=settings.get("socket.request.max.bytes"), limits=limits,
+                                       security=security))
+            args, kwargs = self._gateway_args
+            self.gateways = start_gateways(*args, **kwargs)
+            self._publish_gateways()
         from .http import parse_http_setting
 
         http = parse_http_setting(o.http)
@@ -139,6 +146,33 @@ class Broker:
             self.endpoints["http"] = start_http(http)
         runtime_file.publish(self.endpoints)
         return self.endpoints
+
+    def _publish_gateways(self) -> None:
+        """The gateways in the endpoints (bootstrap.servers, this node's gateway first; per listener)."""
+        here = ray.get_runtime_context().get_node_id()
+        ordered = [self.gateways[here]] if here in self.gateways else []
+        ordered += [ep for node, ep in sorted(self.gateways.items()) if node != here]
+        self.endpoints["kafka"] = ",".join(ordered)
+        security = self._gateway_args[1]["security"]
+        if security is not None and len(security["listeners"]) > 1:
+            self.endpoints["listeners"] = _listener_endpoints(list(self.gateways))
+
+    def sync_gateways(self) -> None:
+        """Start the gateways of nodes that joined, drop those of nodes that left (and say so in the
+        runtime file). Failures are logged and retried at the next round."""
+        if not self.options.gateway or not self.gateways:
+            return
+        from .gateway import sync_gateways
+
+        args, kwargs = self._gateway_args
+        try:
+            gateways = sync_gateways(self.gateways, *args, timeout=60, **kwargs)
+            if gateways != self.gateways:
+                self.gateways = gateways
+                self._publish_gateways()
+                runtime_file.publish(self.endpoints)
+        except Exception as e:
+            log.warning("logan-ray: could not give every node a gateway yet: %s", e)
 
     def stop(self) -> None:
         try:
@@ -191,8 +225,11 @@ def run_foreground(options: BrokerOptions, on_ready: Callable[[dict[str, Any]], 
         previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
         if on_ready is not None:
             on_ready(endpoints)
+        synced = time.monotonic()
         while not stop.wait(1.0):
-            pass
+            if time.monotonic() - synced >= GATEWAY_SYNC_S:
+                broker.sync_gateways()  # a node that joined gets its gateway
+                synced = time.monotonic()
     finally:
         broker.stop()
         for s, h in previous.items():

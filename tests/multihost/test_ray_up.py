@@ -1,0 +1,337 @@
+"""`ray up cluster.yaml` end to end on three namespace hosts, then the loss and return of one host.
+
+The test fills a copy of the top-level cluster.yaml with the bed's hosts and key and runs
+the Ray cluster launcher for real: ssh, file_mounts (this clone and the Ray token) over
+rsync, Ray head and workers each bound to its own host's address with token auth, and
+logan-ray on the head giving every node a gateway on its own IP. Kafka clients then
+work from the root namespace (confluent-kafka follows Metadata to the host that leads
+each partition) and from inside the hosts (a consumer group with a member on each host).
+What the copy changes, and why: setup_commands only checks the install (the hosts share
+this machine's file system, where logan-ray is installed; the real command would run
+scripts/setup.sh), the data dir is the bed's per-host disk, no HTTP console (seconds of
+Ray Serve start-up), a small object store, and faster failure detection (Ray's health
+checks, the raylets' wait for a gone head) so the test fits its time budget.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+
+import pytest
+import yaml
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from netns_hosts import INIT_MARK, TestBed
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+pytestmark = pytest.mark.slow
+
+TOPIC = "spread"
+PARTITIONS = 6
+RECORDS = 100_000
+PORT = 9092
+# Added before every start command of the copy: failure detection in seconds, not a minute.
+FAST = ("export RAY_health_check_initial_delay_ms=1000 RAY_health_check_period_ms=1000 "
+        "RAY_health_check_failure_threshold=3 RAY_gcs_rpc_server_reconnect_timeout_s=5 "
+        "AUTOSCALER_HEARTBEAT_TIMEOUT_S=3600; ")
+
+
+def launcher_copy(bed: TestBed, path: str) -> dict:
+    """cluster.yaml with the bed's hosts, key and data dir (see the module docstring for the rest)."""
+    with open(os.path.join(REPO, "cluster.yaml")) as f:
+        cfg = yaml.safe_load(f)
+    head, *workers = bed.hosts
+    cfg["cluster_name"] = f"lrtb-{uuid.uuid4().hex[:8]}"
+    cfg["provider"].update(head_ip=head.ip, worker_ips=[w.ip for w in workers])
+    cfg["auth"]["ssh_private_key"] = bed.key
+    cfg["file_mounts"]["~/logan-ray"] = REPO
+    cfg["setup_commands"] = ["python3 -c 'import logan_ray, ray'"]
+
+    def adapt(cmd: str) -> str:
+        cmd = cmd.replace("/var/lib/logan-ray", bed.data_path).replace("logan-ray start", "logan-ray start --http off")
+        cmd = re.sub(r"(?<![\w-])ray start", "ray start --object-store-memory=150000000", cmd)
+        return FAST + cmd
+
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        cfg[key] = [adapt(c) for c in cfg[key]]
+    with open(path, "w") as f:
+        yaml.safe_dump(cfg, f)
+    return cfg
+
+
+def launcher(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_ADDRESS")}
+    out = subprocess.run(["ray", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, f"ray {' '.join(args)}:\n{out.stdout[-4000:]}\n{out.stderr[-4000:]}"
+    return out
+
+
+def wait_for(what: str, check, timeout: float, interval: float = 1.0):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except Exception as e:  # noqa: BLE001 - a cluster coming up answers with errors for a while
+            last = e
+        else:
+            if last:
+                return last
+        time.sleep(interval)
+    raise AssertionError(f"not {what} within {timeout} s (last: {last!r})")
+
+
+def ray_status(gcs: str, token: str | None) -> subprocess.CompletedProcess:
+    """`ray status` from the root namespace with this machine's token (None) or another one."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_ADDRESS")}
+    env["RAY_AUTH_MODE"] = "token"
+    if token is not None:
+        env["RAY_AUTH_TOKEN"] = token
+    try:
+        return subprocess.run(["ray", "status", "--address", gcs], env=env, capture_output=True, text=True,
+                              timeout=30)
+    except subprocess.TimeoutExpired as e:  # refused and retrying: not let in either
+        return subprocess.CompletedProcess(e.cmd, 124, e.stdout or "", e.stderr or "")
+
+
+def metadata(bootstrap: str):
+    return AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+
+
+def leaders(bed: TestBed, bootstrap: str) -> dict[int, str | None]:
+    """{partition: name of the host whose gateway leads it, or None when LEADER_NOT_AVAILABLE}."""
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(TOPIC, timeout=10)
+    out = {}
+    for p, pm in md.topics[TOPIC].partitions.items():
+        if pm.error is not None and pm.error.code() == KafkaError.LEADER_NOT_AVAILABLE:
+            out[p] = None
+        else:
+            assert pm.error is None, pm.error
+            out[p] = bed.host(md.brokers[pm.leader].host).name
+    return out
+
+
+def produce(bootstrap: str, records: list[tuple[bytes, bytes, int | None]]) -> dict[tuple[int, int], tuple]:
+    """Produce (key, value, partition or None) with acks=all; {(partition, offset): (key, value)} acknowledged."""
+    acked, errors = {}, []
+
+    def report(err, msg):
+        if err is not None:
+            errors.append(str(err))
+        else:
+            acked[(msg.partition(), msg.offset())] = (msg.key(), msg.value())
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "enable.idempotence": True})
+    for key, value, partition in records:
+        while True:
+            try:
+                if partition is None:
+                    p.produce(TOPIC, value, key, on_delivery=report)
+                else:
+                    p.produce(TOPIC, value, key, partition=partition, on_delivery=report)
+                break
+            except BufferError:
+                p.poll(0.1)
+        p.poll(0)
+    assert p.flush(120) == 0
+    assert errors == []
+    return acked
+
+
+def read_all(bootstrap: str, ends: dict[int, int]) -> dict[tuple[int, int], tuple]:
+    """Every record of every partition up to ``ends``, read from offset 0."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(TOPIC, p, 0) for p in ends])
+    got, deadline = {}, time.monotonic() + 120
+    while sum(1 for k in got) < sum(ends.values()) and time.monotonic() < deadline:
+        for m in c.consume(10000, timeout=1):
+            assert m.error() is None, m.error()
+            got[(m.partition(), m.offset())] = (m.key(), m.value())
+    c.close()
+    return got
+
+
+MEMBER = textwrap.dedent("""
+    import json, os, sys
+    from confluent_kafka import Consumer
+    bootstrap, group, topic, out, stop = sys.argv[1:6]
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                  "enable.auto.commit": True, "auto.commit.interval.ms": 300})
+    c.subscribe([topic])
+    seen, errors = [], []
+    while not os.path.exists(stop):
+        for m in c.consume(5000, timeout=0.3):
+            if m.error() is not None:
+                errors.append(str(m.error()))
+            else:
+                seen.append([m.partition(), m.offset(), m.key().decode(), m.value().decode()])
+    c.close()
+    with open(out, "w") as f:
+        json.dump({"records": seen, "errors": errors}, f)
+""")
+
+
+def group_offsets(bootstrap: str, group: str) -> dict[int, int]:
+    from confluent_kafka import ConsumerGroupTopicPartitions
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    fut = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
+    return {tp.partition: tp.offset for tp in fut.result(10).topic_partitions if tp.topic == TOPIC}
+
+
+def bed_processes(bed: TestBed) -> dict[str, list[str]]:
+    """What runs on each host besides its init and sshd."""
+    out = {}
+    for h in bed.hosts:
+        left = []
+        for pid in h.pids():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                continue
+            if INIT_MARK in cmd or cmd.startswith("sshd: /usr/sbin/sshd") or not cmd:
+                continue
+            left.append(cmd[:120])
+        out[h.name] = left
+    return out
+
+
+def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, tmp_path):
+    subprocess.run(["ray", "get-auth-token", "--generate"], capture_output=True, check=True)  # the token to share
+    bed = make_bed(3)
+    h1, h2, h3 = bed.hosts
+    config = str(tmp_path / "cluster.yaml")
+    cfg = launcher_copy(bed, config)
+    state_files = [f"/tmp/ray/cluster-{cfg['cluster_name']}.state", f"/tmp/ray/cluster-{cfg['cluster_name']}.lock"]
+    bootstrap = f"{h1.ip}:{PORT}"
+    try:
+        t0 = time.monotonic()
+        launcher("up", "-y", "--no-config-cache", config)
+        # every host's gateway is a broker in Metadata, at its own address
+        brokers = wait_for("three gateways", lambda: (b := metadata(bootstrap).brokers) and len(b) == 3 and b, 180)
+        assert sorted((b.host, b.port) for b in brokers.values()) == [(h.ip, PORT) for h in bed.hosts]
+        up_s = time.monotonic() - t0
+        for h in bed.hosts:  # Ray and the gateway bind the host's address, never another
+            addrs = {a for a, _ in bed.listeners(h)}
+            assert addrs <= {h.ip, "127.0.0.1", "*", "0.0.0.0", f"::ffff:{h.ip}", "::ffff:127.0.0.1"}, addrs
+            assert (h.ip, PORT) in bed.listeners(h)
+
+        # Ray token auth is on across the cluster: the shared token opens it, another one does not
+        gcs = f"{h1.ip}:6379"
+        assert ray_status(gcs, token=None).returncode == 0
+        refused = ray_status(gcs, token="0" * 32)
+        assert refused.returncode != 0
+
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS)])[TOPIC].result(60)
+        lead = wait_for("leaders for every partition", lambda: (l := leaders(bed, bootstrap)) and all(l.values()) and l, 60)
+        assert sorted(lead.values()) == ["h1", "h1", "h2", "h2", "h3", "h3"]  # spread over the three hosts
+        for p, owner in lead.items():  # each partition's files are on its leader's disk only
+            for h in bed.hosts:
+                assert os.path.isdir(os.path.join(h.data_dir, f"{TOPIC}-{p}")) == (h.name == owner), (p, h.name)
+
+        records = [(b"k%d" % i, b"v%d" % i, None) for i in range(RECORDS)]
+        acked = produce(bootstrap, records)
+        assert len(acked) == RECORDS
+        ends = {p: 0 for p in range(PARTITIONS)}
+        for p, _off in acked:
+            ends[p] += 1
+        assert all(ends.values())
+        assert all(acked[(p, o)] for p in ends for o in range(ends[p]))  # offsets 0..end-1, none skipped
+
+        # a consumer group with one member on each host reads everything back
+        script = tmp_path / "member.py"
+        script.write_text(MEMBER)
+        stop = tmp_path / "stop"
+        members = [subprocess.Popen(["ip", "netns", "exec", h.netns, sys.executable, str(script), bootstrap,
+                                     "group-of-3", TOPIC, str(tmp_path / f"{h.name}.json"), str(stop)])
+                   for h in bed.hosts]
+        try:
+            wait_for("the group to commit every offset", lambda: group_offsets(bootstrap, "group-of-3") == ends, 150, 2)
+        finally:
+            stop.touch()
+            for m in members:
+                m.wait(60)
+        consumed = {}
+        for h in bed.hosts:
+            with open(tmp_path / f"{h.name}.json") as f:
+                result = json.load(f)
+            assert result["records"], f"member on {h.name} got nothing"
+            for p, off, key, value in result["records"]:
+                consumed[(p, off)] = (key.encode(), value.encode())
+        assert consumed == acked
+
+        status = launcher("exec", config, "logan-ray status").stdout
+        rows = [[c.strip() for c in line.split("│")] for line in status.splitlines() if f" {TOPIC} " in line]
+        assert len(rows) == PARTITIONS, status
+        assert {int(r[2]): int(r[5]) for r in rows} == ends
+
+        # ---- host loss: every process of h3 SIGKILLed
+        lost = sorted(p for p, owner in lead.items() if owner == "h3")
+        bed.kill_host(h3)
+        t_loss = time.monotonic()
+        gone = wait_for("h3's partitions to be LEADER_NOT_AVAILABLE",
+                        lambda: (l := leaders(bed, bootstrap)) and sorted(p for p, o in l.items() if o is None) == lost
+                        and l, 60)
+        assert all(gone[p] == lead[p] for p in lead if p not in lost)  # the others did not move
+        # gateways cache the broker list for 2 s: h3's leaves Metadata as soon as that runs out
+        wait_for("h3's gateway to leave Metadata", lambda: len(metadata(bootstrap).brokers) == 2, 15)
+        detect_s = time.monotonic() - t_loss
+        more = [(b"m%d" % i, b"during-%d-%d" % (p, i), p) for p in lead if p not in lost for i in range(500)]
+        during = produce(bootstrap, more)  # the other hosts keep serving
+        assert sorted(during) == sorted((p, ends[p] + i) for p in lead if p not in lost for i in range(500))
+        acked.update(during)
+        for p in lead:
+            if p not in lost:
+                ends[p] += 500
+
+        # ---- h3 comes back (the machine boots, its Ray worker starts as the launcher starts it)
+        bed.start_host(h3)
+        start = " && ".join(cfg["worker_start_ray_commands"])
+        out = bed.ssh(h3, f"export RAY_HEAD_IP={h1.ip}; {start}", timeout=120)
+        assert out.returncode == 0, out.stderr[-3000:]
+        back = wait_for("h3's partitions to be served again",
+                        lambda: (l := leaders(bed, bootstrap)) and all(l.values()) and l, 90)
+        assert back == lead  # the same partitions on the same host: its files
+        return_s = time.monotonic() - t_loss
+        wait_for("the returned node's gateway in Metadata", lambda: len(metadata(bootstrap).brokers) == 3, 15)
+        after = produce(bootstrap, [(b"a%d" % i, b"after-%d-%d" % (p, i), p) for p in lost for i in range(10)])
+        assert sorted(after) == sorted((p, ends[p] + i) for p in lost for i in range(10))  # no offset reused
+        acked.update(after)
+        for p in lost:
+            ends[p] += 10
+        assert read_all(bootstrap, ends) == acked  # nothing lost, on any host
+
+        # docs/deploy.md's way down: a clean broker stop, `ray down` (the head), `ray stop` on each
+        # worker (with the local provider `ray down` runs `ray stop` on the head only)
+        launcher("exec", config, "logan-ray stop")
+        launcher("down", "-y", config)
+        for w in (h2, h3):
+            out = bed.ssh(w, "ray stop")
+            assert out.returncode == 0, out.stderr
+        left = {}
+
+        def nothing_left() -> bool:
+            left.update(bed_processes(bed))
+            return not any(left.values())
+
+        try:
+            wait_for("nothing left running on the hosts", nothing_left, 60, 2)
+        except AssertionError:
+            raise AssertionError(f"left running after ray down: {left}") from None
+        print(f"\nray up -> 3 gateways: {up_s:.0f} s; host loss seen after {detect_s:.0f} s; "
+              f"back after {return_s:.0f} s", file=sys.stderr)
+    finally:
+        for path in state_files:
+            if os.path.exists(path):
+                os.unlink(path)
