@@ -315,7 +315,7 @@ class GroupCoordinatorActor:
         stale = [t for t in topics if t not in self._topics or now - self._topics_at.get(t, 0) > TOPIC_CACHE_S]
         if stale:
             router = await self._router()
-            routes = await router.route.remote(stale)
+            routes = await router.route.remote(stale, activate=False)  # counts only: wake nothing
             for t in stale:
                 self._topics[t] = None if routes.get(t) is None else len(routes[t])
                 self._topics_at[t] = now

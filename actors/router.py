@@ -39,7 +39,7 @@ from logan_ray.storage.atomic import atomic_write
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.dir_lock import DataDirLock
 from logan_ray.storage.errors import InvalidConfigError
-from logan_ray.storage.partition_dir import delete_partition_dir, sweep_deleted
+from logan_ray.storage.partition_dir import claim, delete_partition_dir, sweep_deleted
 
 from .names import NAMESPACE, ROUTER_NAME, actor_name, cleaner_name
 from .partition import partition_actor_class
@@ -72,7 +72,8 @@ class RouterActor(SecurityMetadata):
         self.maintenance_interval_s = maintenance_interval_s
         self._path = os.path.join(self.data_dir, METADATA_FILE)
         self._meta = self._load()
-        self._handles: dict[tuple[str, int], Any] = {}
+        self._handles: dict[tuple[str, int], Any] = {}  # active partitions only (lazy activation)
+        self._activating: dict[tuple[str, int], asyncio.Future] = {}
         self._offline: dict[tuple[str, int], dict[str, str]] = {}  # partition -> the node it waits for
         self._alive: dict[str, str] = {}  # node id -> address of every alive Ray node
         self._gateways: dict[str, tuple[str, int]] = {}
@@ -90,10 +91,15 @@ class RouterActor(SecurityMetadata):
                 changed |= self._place(topic, p, t)
         if changed:
             self._save()
+        here = ray.get_runtime_context().get_node_id()
+        reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
         for topic, t in self._meta["topics"].items():
             for p in range(t["partitions"]):
-                self._spawn(topic, p, t)
-        if ray.get_runtime_context().was_current_actor_reconstructed:
+                if reconstructed:
+                    self._adopt(topic, p)  # partitions that outlived the router keep running
+                elif t["placement"][str(p)]["node_id"] != here or _has_data(self._dir(topic, p)):
+                    self._spawn(topic, p, t)  # its retention and compaction run in its actor
+        if reconstructed:
             self._push_configs()  # a crash may have come between saving an alter and telling the partitions
         log.info("router up: %d topics from %s", len(self._meta["topics"]), self._path)
 
@@ -208,6 +214,65 @@ class RouterActor(SecurityMetadata):
         if self._effective(t).compacts:
             self._ensure_cleaner(place["node_id"])
         return handle
+
+    def _dir(self, topic: str, partition: int) -> str:
+        return os.path.join(self.data_dir, f"{topic}-{partition}")
+
+    def _adopt(self, topic: str, partition: int) -> None:
+        """Take over a partition actor that is already running (the router was restarted)."""
+        try:
+            self._handles[(topic, partition)] = ray.get_actor(actor_name(topic, partition), namespace=NAMESPACE)
+        except ValueError:
+            pass
+
+    async def _activate(self, topic: str, partition: int):
+        """The partition's actor, started on first need; concurrent first requests start it once.
+
+        The router is the one place that activates: an inactive partition has
+        durable metadata and a folder, and no process until something needs it.
+        """
+        key = (topic, partition)
+        fut = self._activating.get(key)
+        if fut is None:
+            handle = self._handles.get(key)
+            if handle is not None:
+                return handle
+            fut = self._activating[key] = asyncio.ensure_future(self._start(topic, partition))
+            fut.add_done_callback(lambda _f: self._activating.pop(key, None))
+        return await asyncio.shield(fut)
+
+    async def _start(self, topic: str, partition: int):
+        t = self._topic(topic)
+        if self._place(topic, partition, t):  # its node restarted at the same address
+            self._save()
+        handle = self._spawn(topic, partition, t)
+        if handle is None:
+            self._live(topic, partition)  # raises LeaderNotAvailableError naming the node it waits for
+        try:
+            topic_id, _node = await handle.identity.remote()
+        except BaseException:  # it did not start (e.g. the topic was deleted meanwhile): not active
+            if self._handles.get((topic, partition)) is handle:
+                del self._handles[(topic, partition)]
+            raise
+        if topic_id != t["topic_id"]:  # an actor of an earlier topic of this name outlived a crash
+            log.warning("partition %s-%d: stopping a leftover actor of topic id %s", topic, partition, topic_id)
+            ray.kill(self._handles.pop((topic, partition)), no_restart=True)
+            await _name_released(actor_name(topic, partition))
+            handle = self._spawn(topic, partition, t)
+            await handle.identity.remote()
+        return handle
+
+    async def activate(self, topic: str, partition: int):
+        """The actor of ``topic``-``partition``, started if inactive (the requester waits for it)."""
+        t = self._topic(topic)
+        if not 0 <= partition < t["partitions"]:
+            raise UnknownPartitionError(f"topic {topic!r} has no partition {partition} (it has {t['partitions']})")
+        return await self._activate(topic, partition)
+
+    def _is_offline(self, topic: str, partition: int) -> bool:
+        if (topic, partition) in self._handles:
+            return False
+        return self._resolve_node(self._meta["topics"][topic]["placement"][str(partition)]) is None
 
     def _effective(self, t: dict[str, Any]) -> TopicConfig:
         return TopicConfig.from_dict({**self.topic_defaults, **t.get("config", {})})
@@ -346,7 +411,7 @@ class RouterActor(SecurityMetadata):
             raise InvalidConfigError(f"topic {name!r} has cleanup.policy={effective.cleanup_policy}; "
                                      "compaction needs 'compact' in it")
         calls = [self._ensure_cleaner(t["placement"][str(p)]["node_id"]).compact.remote(
-                 name, p, self._live(name, p), roll) for p in range(t["partitions"])]
+                 name, p, await self._activate(name, p), roll) for p in range(t["partitions"])]
         return list(await asyncio.gather(*calls))
 
     async def cleaners(self) -> dict[str, Any]:
@@ -383,23 +448,20 @@ class RouterActor(SecurityMetadata):
             self._meta["topics"][name] = t
             for p in range(partitions):
                 self._place(name, p, t)
-            self._save()
-            for p in range(partitions):
-                self._spawn(name, p, t)
-            await self._check_identities(name, t)
+            self._save()  # durable first; partitions start on first need (lazy activation)
+            await self._make_folders(name, t, range(partitions))
         return self._describe(name)
 
-    async def _check_identities(self, name: str, t: dict[str, Any]) -> None:
-        """Wait until the new partitions are up; an actor of an earlier topic of the same name that
-        outlived a crash is stopped and replaced, never reused."""
-        parts = [p for p in range(t["partitions"]) if (name, p) in self._handles]
-        ids = await asyncio.gather(*(self._handles[(name, p)].identity.remote() for p in parts))
-        for p, (topic_id, _node) in zip(parts, ids):
-            if topic_id != t["topic_id"]:
-                log.warning("partition %s-%d: stopping a leftover actor of topic id %s", name, p, topic_id)
-                ray.kill(self._handles.pop((name, p)), no_restart=True)
-                await _name_released(actor_name(name, p))
-                await self._spawn(name, p, t).identity.remote()
+    async def _make_folders(self, name: str, t: dict[str, Any], partitions: range) -> None:
+        """Create the folders (with their topic id) of new partitions placed on this node; a partition
+        on another node gets its folder when it first starts (its actor claims it then)."""
+        here = ray.get_runtime_context().get_node_id()
+        local = [p for p in partitions if t["placement"][str(p)]["node_id"] == here]
+
+        def make() -> None:
+            for p in local:
+                claim(self._dir(name, p), t["topic_id"])
+        await asyncio.to_thread(make)
 
     async def delete_topic(self, name: str) -> None:
         """Record the deletion durably, then remove each partition (rename to ``-delete``, then remove)
@@ -431,8 +493,7 @@ class RouterActor(SecurityMetadata):
                     self._place(name, p, t)
                 t["partitions"] = total
                 self._save()
-                for p in range(old, total):
-                    self._spawn(name, p, t)
+                await self._make_folders(name, t, range(old, total))
         return self._describe(name)
 
     async def alter_config(self, name: str, changes: dict[str, Any], incremental: bool = True,
@@ -489,7 +550,7 @@ class RouterActor(SecurityMetadata):
             "partitions": [
                 {"partition": p, "node_id": t["placement"][str(p)]["node_id"],
                  "node_ip": t["placement"][str(p)]["node_ip"], "actor": actor_name(name, p),
-                 "online": (name, p) in self._handles}
+                 "online": not self._is_offline(name, p)}
                 for p in range(t["partitions"])
             ],
             "config": dict(t.get("config", {})),
@@ -508,13 +569,26 @@ class RouterActor(SecurityMetadata):
         self._watching()
         return sorted(self._meta["topics"])
 
-    async def route(self, topics: list[str] | None = None, auto_create: bool = False) -> dict[str, Any]:
+    async def route(self, topics: list[str] | None = None, auto_create: bool = False,
+                    activate: bool = True) -> dict[str, Any]:
         """Partition handles and nodes for ``topics`` (all when None); auto-creates when allowed.
 
         Unknown topics map to None so one call answers a whole Metadata request. An offline
-        partition's handle is None and its node is the one it waits for.
+        partition's handle is None and its node is the one it waits for. ``activate``: start the
+        inactive partitions of these topics (Python callers use the handles); without it an
+        inactive partition's handle is None too.
         """
         routes = await self.route_with_ids(topics, auto_create)
+        if activate:
+            for name, r in routes.items():
+                if r is None:
+                    continue
+                offline = set(r["offline"])
+                handles = await asyncio.gather(*(self._activate(name, p) for p in range(len(r["partitions"]))
+                                                 if p not in offline), return_exceptions=True)
+                live = iter(handles)
+                r["partitions"] = [(None, n) if p in offline else _handle_or_none(next(live), n)
+                                   for p, (_h, n) in enumerate(r["partitions"])]
         return {name: (r["partitions"] if r is not None else None) for name, r in routes.items()}
 
     async def topic_ids(self) -> dict[str, str]:
@@ -522,7 +596,9 @@ class RouterActor(SecurityMetadata):
         return {name: t["topic_id"] for name, t in self._meta["topics"].items()}
 
     async def route_with_ids(self, topics: list[str] | None = None, auto_create: bool = False) -> dict[str, Any]:
-        """Like ``route``, each topic as {"topic_id", "partitions"} (what a Kafka gateway needs)."""
+        """Like ``route`` without activating, each topic as {"topic_id", "partitions", "offline"}: what a
+        Kafka gateway needs. An inactive partition's handle is None; "offline" lists the partitions
+        whose node is gone (the node id given is the one they wait for)."""
         self._watching()
         names = list(self._meta["topics"]) if topics is None else topics
         out: dict[str, Any] = {}
@@ -538,21 +614,20 @@ class RouterActor(SecurityMetadata):
                 continue
             out[name] = {"topic_id": t["topic_id"],
                          "partitions": [(self._handles.get((name, p)), t["placement"][str(p)]["node_id"])
-                                        for p in range(t["partitions"])]}
+                                        for p in range(t["partitions"])],
+                         "offline": [p for p in range(t["partitions"]) if self._is_offline(name, p)]}
         return out
 
     async def partition(self, topic: str, partition: int, auto_create: bool = False):
-        routes = await self.route([topic], auto_create=auto_create)
-        parts = routes[topic]
-        if parts is None:
+        """The partition's actor (activated if inactive)."""
+        routes = await self.route_with_ids([topic], auto_create=auto_create)
+        if routes[topic] is None:
             raise UnknownTopicError(f"topic {topic!r} does not exist")
-        if not 0 <= partition < len(parts):
-            raise UnknownPartitionError(f"topic {topic!r} has no partition {partition} (it has {len(parts)})")
-        return self._live(topic, partition)
+        return await self.activate(topic, partition)
 
     async def offsets(self, topic: str) -> dict[int, tuple[int, int]]:
         t = self._topic(topic)
-        handles = [self._live(topic, p) for p in range(t["partitions"])]
+        handles = await asyncio.gather(*(self._activate(topic, p) for p in range(t["partitions"])))
         res = await asyncio.gather(*(h.offsets.remote() for h in handles))
         return {p: tuple(r) for p, r in enumerate(res)}
 
@@ -569,13 +644,18 @@ class RouterActor(SecurityMetadata):
                 s = next(live) if k in self._handles else None
                 place = t["placement"][str(k[1])]
                 if isinstance(s, dict):
-                    rows.append(s)
+                    rows.append({**s, "active": True})
                     continue
                 if isinstance(s, BaseException):  # not (yet) known to be offline: say what failed
                     rows.append({"topic": topic, "partition": k[1], "node_id": place["node_id"],
                                  "node_ip": place.get("node_ip"), "error": str(s).splitlines()[0],
                                  "log_start_offset": None, "log_end_offset": None, "size_bytes": None,
                                  "segment_count": None})
+                    continue
+                if not self._is_offline(*k):
+                    rows.append({"topic": topic, "partition": k[1], "node_id": place["node_id"],
+                                 "node_ip": place.get("node_ip"), "active": False, "log_start_offset": None,
+                                 "log_end_offset": None, "size_bytes": None, "segment_count": None})
                     continue
                 rows.append({"topic": topic, "partition": k[1], "node_id": place["node_id"],
                              "node_ip": place.get("node_ip"), "offline": True,
@@ -628,6 +708,19 @@ class RouterActor(SecurityMetadata):
         if self._watch is not None:
             self._watch.cancel()
         self._dir_lock.release()  # the next broker on this data dir may start now
+
+
+def _has_data(directory: str) -> bool:
+    """True when a partition folder holds a non-empty segment (it has records to keep or expire)."""
+    try:
+        with os.scandir(directory) as entries:
+            return any(e.name.endswith(".log") and e.stat().st_size > 0 for e in entries)
+    except FileNotFoundError:
+        return False
+
+
+def _handle_or_none(result: Any, node_id: str) -> tuple[Any, str]:
+    return (None, node_id) if isinstance(result, BaseException) else (result, node_id)
 
 
 async def _name_released(name: str, timeout: float = 30.0) -> None:

@@ -243,19 +243,22 @@ def cmd_status(args: argparse.Namespace) -> int:
     # Internal topics (__consumer_offsets) only when asked, as Kafka's tools list them.
     rows = [r for r in c.status() if args.internal or not is_internal(r["topic"])]
     table = Table(title=f"logan-ray: {len(c.list_topics(internal=args.internal))} topics")
-    for col in ("topic", "partition", "node", "log start", "log end", "size", "segments"):
-        table.add_column(col, justify="right" if col not in ("topic", "node") else "left")
+    for col in ("topic", "partition", "node", "log start", "log end", "size", "segments", "state"):
+        table.add_column(col, justify="right" if col not in ("topic", "node", "state") else "left")
     for r in rows:
         if r.get("offline"):  # its node is gone; the router names the node it waits for
             table.add_row(r["topic"], str(r["partition"]), f"offline: waiting for {r['waiting_for']}", "-", "-",
-                          "-", "-")
+                          "-", "-", "offline")
             continue
         if r.get("error"):
-            table.add_row(r["topic"], str(r["partition"]), f"unavailable: {r['error']}", "-", "-", "-", "-")
+            table.add_row(r["topic"], str(r["partition"]), f"unavailable: {r['error']}", "-", "-", "-", "-", "-")
+            continue
+        if not r.get("active", True):  # no process now: started on first need (lazy activation)
+            table.add_row(r["topic"], str(r["partition"]), r["node_id"][:12], "-", "-", "-", "-", "inactive")
             continue
         table.add_row(r["topic"], str(r["partition"]), r["node_id"][:12], str(r["log_start_offset"]),
                       str(r["log_end_offset"]), "-" if r["size_bytes"] is None else _human(r["size_bytes"]),
-                      "-" if r["segment_count"] is None else str(r["segment_count"]))
+                      "-" if r["segment_count"] is None else str(r["segment_count"]), "active")
     # Piped output is for reading and parsing: never truncate a topic name to a terminal's width.
     Console(width=None if sys.stdout.isatty() else 10_000).print(table)
     return 0

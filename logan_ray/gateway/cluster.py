@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 import uuid
-from typing import Any, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
 from logan_ray.actors.channel import ChannelClosedError, ChannelLink
 from logan_ray.protocol import errors as codes
@@ -74,20 +74,24 @@ def ignore_outcome(fut: "asyncio.Future") -> None:
 
 
 class Partition:
-    """One routed partition: actor handle, node, and whether this gateway serves it."""
+    """One routed partition: actor handle (None while inactive), node, and whether this gateway serves it."""
 
-    __slots__ = ("handle", "node_id", "local", "_link")
+    __slots__ = ("handle", "node_id", "local", "_link", "_activate", "_down")
 
-    def __init__(self, handle: Any, node_id: str, local: bool, link: ChannelLink | None = None) -> None:
+    def __init__(self, handle: Any, node_id: str, local: bool, link: ChannelLink | None = None,
+                 activate: Callable[[], Awaitable[tuple[Any, ChannelLink | None]]] | None = None,
+                 offline: bool | None = None) -> None:
         self.handle = handle
         self.node_id = node_id
         self.local = local
         self._link = link
+        self._activate = activate
+        self._down = handle is None if offline is None else offline
 
     @property
     def offline(self) -> bool:
         """Its node is gone and it waits for it (LEADER_NOT_AVAILABLE); ``node_id`` is that node."""
-        return self.handle is None
+        return self._down
 
     def leader_hint(self) -> dict:
         """KIP-951 ``current_leader`` for a NOT_LEADER_OR_FOLLOWER answer: the broker to go to."""
@@ -95,6 +99,8 @@ class Partition:
 
     async def call(self, method: str, *args: Any, payload: Any = None) -> Any:
         """Call a partition actor method: over the node-local channel when there is one, else by Ray."""
+        if self.handle is None and self._activate is not None:
+            self.handle, self._link = await self._activate()  # inactive: the router starts its actor
         link = self._link
         client = link.client if link is not None else None
         if link is not None and (client is None or client.closed):
@@ -150,6 +156,7 @@ class Cluster:
         self._gateways_at = 0.0
         self._settings: dict[str, Any] | None = None
         self._links: dict[str, ChannelLink] = {}
+        self._activating: dict[tuple[str, int], asyncio.Future] = {}
 
     # ---------------------------------------------------------------- routes
     def _store(self, name: str, route: dict | None) -> list[Partition] | None:
@@ -157,11 +164,15 @@ class Cluster:
             self._routes.pop(name, None)
             self._forget_id(name)
             return None
-        routed = [Partition(h, n, h is not None and n == self.node_id,
-                            self._link(h) if h is not None and n == self.node_id else None)
-                  for h, n in route["partitions"]]
+        offline = set(route.get("offline", ()))
+        routed = []
+        for i, (h, n) in enumerate(route["partitions"]):
+            local = n == self.node_id and i not in offline
+            routed.append(Partition(h, n, local, self._link(h) if h is not None and local else None,
+                                    activate=self._activator(name, i, local) if h is None else None,
+                                    offline=i in offline))
         for p in routed:  # open the channels now, so a client's first produce or fetch doesn't wait
-            if p.local and p._link.client is None and not p._link.lock.locked():
+            if p.local and p._link is not None and p._link.client is None and not p._link.lock.locked():
                 asyncio.ensure_future(p._link.get(p.handle)).add_done_callback(ignore_outcome)
         self._routes[name] = routed
         self._remember_id(name, uuid.UUID(route["topic_id"]))
@@ -194,6 +205,18 @@ class Cluster:
             return None
         return parts[index]
 
+    def _activator(self, name: str, index: int, local: bool) -> Callable[[], Awaitable[tuple[Any, ChannelLink | None]]]:
+        async def activate() -> tuple[Any, ChannelLink | None]:
+            """Ask the router to start an inactive partition; concurrent first requests share one call."""
+            key = (name, index)
+            fut = self._activating.get(key)
+            if fut is None:
+                fut = self._activating[key] = asyncio.ensure_future(self.router.activate.remote(name, index))
+                fut.add_done_callback(lambda _f: self._activating.pop(key, None))
+            handle = await asyncio.shield(fut)
+            return handle, self._link(handle) if local else None
+        return activate
+
     def _link(self, handle: Any) -> ChannelLink:
         key = handle._actor_id.hex()
         link = self._links.get(key)
@@ -203,7 +226,8 @@ class Cluster:
 
     def _drop_unused_links(self) -> None:
         """Close the channels of actors no route points to any more (deleted topics)."""
-        used = {p.handle._actor_id.hex() for parts in self._routes.values() for p in parts if p.local}  # local: online
+        used = {p.handle._actor_id.hex() for parts in self._routes.values() for p in parts
+                if p.local and p.handle is not None}  # local: online
         for key in [k for k in self._links if k not in used]:
             link = self._links.pop(key)
             if link.client is not None:

@@ -1,0 +1,177 @@
+"""Cheap partitions (issue 14): what thousands of partitions on one node cost.
+
+Run: ``python bench/partitions.py`` (embedded Ray, a gateway on a free port). Steps, in order:
+
+1. create one topic of ``--partitions`` partitions (wall time of CreateTopics);
+2. broker memory at rest: the sum of PSS of this process's whole process tree
+   (GCS, raylet, every worker and actor: the whole embedded broker);
+3. first-request latency over ``--cold`` untouched partitions: one 100 B record
+   produced with confluent-kafka (linger.ms=0, acks=1) to each, timed from
+   produce() to its delivery report. With lazy activation this is the
+   activation latency; before it, every partition was already running;
+4. ``--duration`` s of 100 B records produced round-robin to ``--active``
+   partitions while a confluent-kafka consumer group reads all partitions:
+   throughput, end-to-end latency p99 (producer timestamp to consumer), memory;
+5. memory again after ``--idle`` s without traffic.
+
+Compare throughput with the same run at ``--partitions`` equal to ``--active``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+from needs import need  # noqa: E402  (bench/ is on sys.path when a bench runs as a script)
+
+# ... and then leaves it: bench/http.py would shadow the standard library's http (which Ray imports).
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+
+if __name__ == "__main__":
+    need("logan_ray", "ray", "confluent_kafka", "psutil")
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+os.environ.setdefault("RAY_AUTH_MODE", "token")
+
+VALUE = b"v" * 100
+
+
+def broker_pss_mib() -> float:
+    """Sum of PSS over this process and all its descendants (the embedded Ray broker)."""
+    import psutil
+
+    me = psutil.Process()
+    total = 0
+    for p in [me, *me.children(recursive=True)]:
+        try:
+            total += p.memory_full_info().pss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return total / 2**20
+
+
+def partition_actor_count() -> int:
+    """Live PartitionActor processes, from Ray's state API."""
+    from ray.util.state import list_actors
+
+    return sum(1 for a in list_actors(filters=[("state", "=", "ALIVE")], limit=10_000)
+               if a.class_name == "PartitionActor")
+
+
+def pct(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
+
+
+def first_request_latencies(gateway: str, topic: str, partitions: range) -> list[float]:
+    from confluent_kafka import Producer
+
+    prod = Producer({"bootstrap.servers": gateway, "linger.ms": 0, "acks": 1})
+    prod.list_topics(topic, timeout=30)  # metadata first, so only the produce is timed
+    out = []
+    for p in partitions:
+        done: list[float] = []
+        started = time.perf_counter()
+        prod.produce(topic, VALUE, partition=p, on_delivery=lambda err, _m: done.append(
+            time.perf_counter() if err is None else float("nan")))
+        prod.flush(60)
+        out.append((done[0] - started) * 1e3 if done else float("nan"))
+    return out
+
+
+def produce_and_consume(gateway: str, topic: str, active: int, duration_s: float) -> dict:
+    from confluent_kafka import Consumer, Producer
+
+    stop = threading.Event()
+    latencies: list[float] = []
+    consumed = [0]
+
+    def consume() -> None:
+        c = Consumer({"bootstrap.servers": gateway, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+                      "auto.offset.reset": "latest", "enable.auto.commit": True})
+        c.subscribe([topic])
+        while not stop.is_set():
+            for m in c.consume(1000, 0.1):
+                if m.error() is None:
+                    consumed[0] += 1
+                    latencies.append(time.time() * 1e3 - m.timestamp()[1])
+        c.close()
+
+    reader = threading.Thread(target=consume, daemon=True)
+    reader.start()
+    time.sleep(8.0)  # let the group form (initial rebalance delay) before counting
+    prod = Producer({"bootstrap.servers": gateway, "linger.ms": 5, "acks": 1})
+    sent = 0
+    latencies.clear()
+    consumed[0] = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < duration_s:
+        try:
+            prod.produce(topic, VALUE, partition=sent % active)
+            sent += 1
+        except BufferError:
+            prod.poll(0.01)
+        if sent % 1000 == 0:
+            prod.poll(0)
+    prod.flush(60)
+    took = time.perf_counter() - started
+    time.sleep(2.0)
+    stop.set()
+    reader.join(30)
+    return {"sent": sent, "produce_rps": sent / took, "consumed": consumed[0],
+            "latency_p50_ms": pct(latencies, 0.5), "latency_p99_ms": pct(latencies, 0.99)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--partitions", type=int, default=1000)
+    ap.add_argument("--active", type=int, default=50)
+    ap.add_argument("--cold", type=int, default=200)
+    ap.add_argument("--duration", type=float, default=60.0)
+    ap.add_argument("--idle", type=float, default=0.0, help="seconds without traffic before the last reading")
+    args = ap.parse_args()
+    cold = min(args.cold, args.partitions - args.active)
+
+    import ray
+
+    import logan_ray
+    from logan_ray.gateway import start_gateways
+
+    client = logan_ray.connect(data_dir=tempfile.mkdtemp(prefix="bench-partitions-"))
+    here = ray.get_runtime_context().get_node_id()
+    gateway = start_gateways("127.0.0.1", 0, nodes=[here])[here]
+    topic = "bench-partitions"
+    print(f"# {args.partitions} partitions, {args.active} active, {cold} cold, {args.duration:.0f} s run")
+    pss_empty = broker_pss_mib()
+    started = time.perf_counter()
+    client.create_topic(topic, args.partitions)
+    created = time.perf_counter() - started
+    print(f"create {args.partitions} partitions: {created:.2f} s ({created / args.partitions * 1e3:.1f} ms each)")
+    time.sleep(2.0)
+    print(f"broker PSS: {pss_empty:.0f} MiB before, {broker_pss_mib():.0f} MiB at rest after "
+          f"({partition_actor_count()} PartitionActor processes)")
+
+    lat = first_request_latencies(gateway, topic, range(args.partitions - cold, args.partitions))
+    print(f"first request to {cold} untouched partitions: p50 {pct(lat, 0.5):.0f} ms, p99 {pct(lat, 0.99):.0f} ms, "
+          f"max {max(lat):.0f} ms")
+
+    r = produce_and_consume(gateway, topic, args.active, args.duration)
+    print(f"produce 100 B round-robin to {args.active} partitions, one consumer group on all {args.partitions}: "
+          f"{r['produce_rps']:.0f} records/s produced, {r['consumed']} of {r['sent']} consumed, "
+          f"end-to-end latency p50 {r['latency_p50_ms']:.0f} ms, p99 {r['latency_p99_ms']:.0f} ms")
+    print(f"broker PSS after the run: {broker_pss_mib():.0f} MiB ({partition_actor_count()} PartitionActor processes)")
+    if args.idle > 0:
+        time.sleep(args.idle)
+        print(f"broker PSS after {args.idle:.0f} s idle: {broker_pss_mib():.0f} MiB "
+              f"({partition_actor_count()} PartitionActor processes)")
+    print(f"(first-request latencies: median {statistics.median(lat):.0f} ms)")
+
+
+if __name__ == "__main__":
+    main()
