@@ -240,9 +240,6 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
         admin.create_topics([NewTopic(TOPIC, PARTITIONS)])[TOPIC].result(60)
         lead = wait_for("leaders for every partition", lambda: (l := leaders(bed, bootstrap)) and all(l.values()) and l, 60)
         assert sorted(lead.values()) == ["h1", "h1", "h2", "h2", "h3", "h3"]  # spread over the three hosts
-        for p, owner in lead.items():  # each partition's files are on its leader's disk only
-            for h in bed.hosts:
-                assert os.path.isdir(os.path.join(h.data_dir, f"{TOPIC}-{p}")) == (h.name == owner), (p, h.name)
 
         records = [(b"k%d" % i, b"v%d" % i, None) for i in range(RECORDS)]
         acked = produce(bootstrap, records)
@@ -252,6 +249,9 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
             ends[p] += 1
         assert all(ends.values())
         assert all(acked[(p, o)] for p in ends for o in range(ends[p]))  # offsets 0..end-1, none skipped
+        for p, owner in lead.items():  # each partition's files are on its leader's disk only
+            for h in bed.hosts:
+                assert os.path.isdir(os.path.join(h.data_dir, f"{TOPIC}-{p}")) == (h.name == owner), (p, h.name)
 
         # a consumer group with one member on each host reads everything back
         script = tmp_path / "member.py"
