@@ -14,11 +14,13 @@ checks, the raylets' wait for a gone head) so the test fits its time budget.
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import uuid
@@ -212,7 +214,9 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
     h1, h2, h3 = bed.hosts
     config = str(tmp_path / "cluster.yaml")
     cfg = launcher_copy(bed, config)
+    # what the launcher leaves on this machine: the local provider's state, its config cache
     state_files = [f"/tmp/ray/cluster-{cfg['cluster_name']}.state", f"/tmp/ray/cluster-{cfg['cluster_name']}.lock"]
+    caches_before = set(glob.glob(os.path.join(tempfile.gettempdir(), "ray-config-*")))
     bootstrap = f"{h1.ip}:{PORT}"
     try:
         t0 = time.monotonic()
@@ -332,6 +336,7 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
         print(f"\nray up -> 3 gateways: {up_s:.0f} s; host loss seen after {detect_s:.0f} s; "
               f"back after {return_s:.0f} s", file=sys.stderr)
     finally:
+        state_files += set(glob.glob(os.path.join(tempfile.gettempdir(), "ray-config-*"))) - caches_before
         for path in state_files:
             if os.path.exists(path):
                 os.unlink(path)
