@@ -131,7 +131,8 @@ class RouterActor(SecurityMetadata):
 
     def _save(self) -> None:
         self._meta["producer_id_next"] = self._producer_id_limit
-        atomic_write(self._path, json.dumps(self._meta, indent=1, sort_keys=True).encode())
+        # 0600: the metadata holds SCRAM credentials (salted hashes) and ACLs
+        atomic_write(self._path, json.dumps(self._meta, indent=1, sort_keys=True).encode(), mode=0o600)
 
     def _crash_point(self, step: str) -> None:
         """Test hook: die here by SIGKILL when a test asked for it (``set_crash_point``)."""

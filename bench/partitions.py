@@ -29,10 +29,6 @@ import uuid
 
 from needs import need  # noqa: E402  (bench/ is on sys.path when a bench runs as a script)
 
-# ... and then leaves it: bench/http.py would shadow the standard library's http (which Ray imports).
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-
 if __name__ == "__main__":
     need("logan_ray", "ray", "confluent_kafka", "psutil")
 

@@ -29,10 +29,6 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import machine  # noqa: E402
 
-# bench/http.py would shadow the standard library's http (which Ray's imports need): bench/ leaves sys.path now
-_BENCH = os.path.abspath(os.path.dirname(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _BENCH]
-
 PASSWORD = "bench-pw"
 
 

@@ -8,10 +8,17 @@ from __future__ import annotations
 import os
 
 
-def atomic_write(path: str, data: bytes) -> None:
+def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data``; the file gets ``mode`` from its creation on (0600 for
+    secrets such as SCRAM credentials: never readable by others, not even for an instant)."""
     directory = os.path.dirname(os.path.abspath(path))
     tmp = f"{path}.tmp"
-    with open(tmp, "wb") as f:
+    try:
+        os.unlink(tmp)  # a leftover from a crash may carry other permissions
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)  # the umask may narrow it further
+    with os.fdopen(fd, "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())

@@ -26,7 +26,7 @@ runpy.run_path(script, run_name="__main__")
     ("bench/spark.py", "raydp"),
     ("bench/groups.py", "confluent_kafka"),
     ("bench/storage.py", "crc32c"),
-    ("bench/http.py", "httpx"),
+    ("bench/http_api.py", "httpx"),
 ])
 def test_a_missing_module_names_the_bench_install_command(bench, module):
     r = subprocess.run([sys.executable, "-c", HIDE_AND_RUN, bench, module], cwd=ROOT, capture_output=True,

@@ -6,6 +6,8 @@ with Kafka's admin API. Restarting the broker keeps users and ACLs.
 """
 from __future__ import annotations
 
+import os
+
 import time
 import uuid
 
@@ -150,3 +152,4 @@ def test_users_and_acls_survive_a_broker_restart(broker):
     assert b"alice: SCRAM-SHA-256" in r.stdout and b"admin:" in r.stdout
     data = open(f"{broker.data_dir}/cluster-metadata.json").read()
     assert "alice-pw" not in data and "admin-pw" not in data
+    assert os.stat(f"{broker.data_dir}/cluster-metadata.json").st_mode & 0o077 == 0  # readable by its owner only

@@ -1,6 +1,6 @@
 """HTTP API benchmark: logan-ray's Ray Serve HTTP API side by side with its Kafka gateway, same run.
 
-    python bench/http.py [--records N] [--body-records B] [--singles S] [--rounds R]
+    python bench/http_api.py [--records N] [--body-records B] [--singles S] [--rounds R]
 
 One broker (``logan-ray start --foreground`` as a child process: embedded
 single-node Ray, data on disk in a temporary folder, Kafka gateway and HTTP API
