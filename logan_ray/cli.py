@@ -276,7 +276,7 @@ def _human(n: int) -> str:
 def cmd_topic(args: argparse.Namespace) -> int:
     c = _connect(args)
     if args.topic_cmd == "create":
-        info = c.create_topic(args.name, args.partitions, _parse_configs(args.config))
+        info = c.create_topic(args.name, args.partitions, _parse_configs(args.config), activate=False)
         print(f"created topic {info['name']} with {len(info['partitions'])} partitions")
     elif args.topic_cmd == "list":
         for name in c.list_topics(internal=True):

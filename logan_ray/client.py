@@ -196,8 +196,16 @@ class Client:
         self._local = None
 
     # ------------------------------------------------------------------ admin
-    def create_topic(self, name: str, partitions: int = 1, config: dict[str, Any] | None = None) -> dict[str, Any]:
-        return get(self.router.create_topic.remote(name, partitions, config))
+    def create_topic(self, name: str, partitions: int = 1, config: dict[str, Any] | None = None, *,
+                     activate: bool = True) -> dict[str, Any]:
+        """Create a topic. ``activate`` (the default for the Python API, whose callers use the
+        partitions at once): return once its partition actors run, so the first produce or
+        fetch does not wait for them; with False (as Kafka's CreateTopics and `logan-ray topic
+        create` do) only the metadata and folders are written and partitions start on first use."""
+        info = get(self.router.create_topic.remote(name, partitions, config))
+        if activate:
+            self.partitions(name, refresh=True)
+        return info
 
     def delete_topic(self, name: str) -> None:
         try:
