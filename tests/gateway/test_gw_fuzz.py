@@ -178,6 +178,10 @@ def test_three_thousand_mutated_real_requests_leave_the_gateway_up_and_every_ack
                     peak = max(peak, gateway_rss())
         fuzz._drop()
         assert gateway_stats()["pid"] == pid, "the gateway actor died and was restarted during the fuzz"
+        deadline = time.monotonic() + 10  # every fuzzed request's bytes go back to the pool
+        while gateway_stats()["queued_request_bytes"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert gateway_stats()["queued_request_bytes"] == 0, "request bytes leaked from queued.max.request.bytes"
         peak = max(peak, gateway_rss())
         assert peak - rss_before < RSS_GROWTH_BOUND, f"gateway RSS grew by {(peak - rss_before) >> 20} MiB"
         print(f"fuzz: {FRAMES} frames from a corpus of {len(corpus)} ({sorted(kinds)}), {fuzz.answered} answered, "
