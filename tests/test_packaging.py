@@ -40,9 +40,10 @@ def test_wheel_installs_into_fresh_venv_and_imports(tmp_path):
     subprocess.run([*pip, *LIGHT_DEPS], check=True, timeout=600)
     code = (
         "import logan_ray, logan_ray.storage.batch_header as b, logan_ray.storage.records as r;"
+        "import logan_ray.storage.record_builder as rb;"
         "import importlib.util as u;"
         "assert u.find_spec('storage') is None and u.find_spec('actors') is None;"
-        "print(logan_ray.__file__); print(len(r.build_batch([b'x']))); assert r.compiled()"
+        "print(logan_ray.__file__); print(len(rb.build_batch([b'x']))); assert r.compiled()"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
     out = subprocess.run([str(py), "-c", code], cwd=str(tmp_path), capture_output=True, text=True, env=env,
