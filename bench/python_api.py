@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 import tempfile
 import time
-import uuid
 
 from needs import need  # noqa: E402  (bench/ is on sys.path when a bench runs as a script)
 
@@ -36,31 +34,8 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import machine  # noqa: E402
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def confluent_consume(bootstrap: str, topic: str, n: int) -> float:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "fetch.queue.backoff.ms": 1})
-    c.assign([TopicPartition(topic, 0, 0)])
-    got = 0
-    t = time.perf_counter()
-    deadline = t + 300
-    while got < n and time.perf_counter() < deadline:
-        for m in c.consume(10000, 1.0):
-            if m.error() is None:
-                got += 1
-    took = time.perf_counter() - t
-    c.close()
-    if got < n:
-        raise RuntimeError(f"confluent-kafka consumed {got} of {n}")
-    return n / took
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.kafka import consume_confluent, free_port  # noqa: E402  (one confluent-kafka reference reader)
 
 
 def confluent_produce(bootstrap: str, topic: str, n: int, value: bytes) -> float:
@@ -149,7 +124,7 @@ def main() -> None:
 
             bootstrap = start_gateways("127.0.0.1", free_port(), nodes=[node])[node]
             try:
-                rates["confluent-kafka consume (gateway)"] = confluent_consume(bootstrap, "bench", total)
+                rates["confluent-kafka consume (gateway)"] = total / consume_confluent(bootstrap, "bench", total)
                 rates["confluent-kafka produce (gateway)"] = confluent_produce(bootstrap, "bench", n, value)
             finally:
                 stop_gateways([node])

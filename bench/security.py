@@ -29,6 +29,9 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import machine  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.kafka import consume_confluent  # noqa: E402  (one confluent-kafka reference reader)
+
 PASSWORD = "bench-pw"
 
 
@@ -51,23 +54,8 @@ def produce(conf: dict, topic: str, n: int, size: int) -> float:
 
 
 def consume(conf: dict, topic: str, n: int) -> float:
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({**conf, "group.id": f"bench-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False,
-                  "fetch.queue.backoff.ms": 1})
-    c.assign([TopicPartition(topic, 0, 0)])
-    got = 0
-    t = time.perf_counter()
-    deadline = t + 300
-    while got < n and time.perf_counter() < deadline:
-        for m in c.consume(10000, 1.0):
-            if m.error() is None:
-                got += 1
-    took = time.perf_counter() - t
-    c.close()
-    if got < n:
-        raise RuntimeError(f"consumed {got} of {n}")
-    return n / took
+    """Records/s of one confluent-kafka consumer reading ``n`` records from offset 0 with ``conf``."""
+    return n / consume_confluent(conf["bootstrap.servers"], topic, n, extra=conf)
 
 
 def main() -> None:
