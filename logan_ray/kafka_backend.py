@@ -109,7 +109,10 @@ class KafkaBackend:
         return list(self._wait(self.admin.describe_configs([res])[res], f"describe configs of {name!r}").values())
 
     # ------------------------------------------------------------------ admin
-    def create_topic(self, name: str, partitions: int = 1, config: dict[str, Any] | None = None) -> dict[str, Any]:
+    def create_topic(self, name: str, partitions: int = 1, config: dict[str, Any] | None = None, *,
+                     activate: bool = False) -> dict[str, Any]:
+        """Kafka's CreateTopics; its partitions start on first use (``activate`` is the Python
+        client's option and has no Kafka equivalent, so it is accepted and ignored)."""
         from confluent_kafka.admin import NewTopic
 
         new = NewTopic(name, num_partitions=partitions, config={k: str(v) for k, v in (config or {}).items()})

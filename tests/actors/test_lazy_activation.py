@@ -19,7 +19,7 @@ def _live_partition_actors(topic: str) -> set[str]:
 
 
 def test_create_topic_starts_no_actor_and_a_python_handle_activates_one_partition_once(client, topic_name):
-    client.create_topic(topic_name, partitions=200)
+    client.create_topic(topic_name, partitions=200, activate=False)
     assert _live_partition_actors(topic_name) == set()
     assert all(p["online"] for p in client.describe_topic(topic_name)["partitions"])
     rows = [r for r in client.status() if r["topic"] == topic_name]
@@ -36,7 +36,7 @@ def test_create_topic_starts_no_actor_and_a_python_handle_activates_one_partitio
 def test_kafka_produce_activates_only_its_partition_and_the_record_reads_back(client, gateway, topic_name):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
-    client.create_topic(topic_name, partitions=50)
+    client.create_topic(topic_name, partitions=50, activate=False)
     p = Producer({"bootstrap.servers": gateway, "linger.ms": 0})
     p.produce(topic_name, b"hello", partition=31)
     assert p.flush(60) == 0
