@@ -42,6 +42,7 @@ from .cleaner_checkpoint import write_checkpoint as write_cleaner_checkpoint
 from .config import TopicConfig
 from .errors import (
     CorruptRecordError,
+    FencedLeaderEpochError,
     InvalidRecordError,
     InvalidTimestampError,
     KafkaStorageError,
@@ -52,6 +53,7 @@ from .errors import (
 )
 from .file_batches import FileBatches
 from .index import MAX_RELATIVE_OFFSET
+from .leader_epochs import LeaderEpochCache, load_leader_epochs
 from .log_read import batch_ranges
 from .producer_snapshot import ProducerStateLoad, delete_snapshots, load_producer_state, write_snapshot
 from .producer_state import DEFAULT_EXPIRATION_MS, ProducerStateTable
@@ -144,6 +146,7 @@ class PartitionLog:
         marker = os.path.join(self.directory, CLEAN_SHUTDOWN_FILE)
         clean = os.path.exists(marker)
         self._recovery_point = read_checkpoint(self._path(RECOVERY_POINT_FILE)) or 0
+        rescanned_from = None if clean else self._recovery_point
         log_start = read_checkpoint(self._path(LOG_START_FILE)) or 0
         now = self._clock()
         segments, report = load_segments(
@@ -182,6 +185,10 @@ class PartitionLog:
             log_append_time=self._config.log_append_time,
         )
         self.producer_load: ProducerStateLoad
+        # Leader epochs (see .leader_epochs): checked against the recovered log, rebuilt if the file is gone.
+        self.leader_epochs: LeaderEpochCache = load_leader_epochs(
+            self.directory, log_start=self._log_start, log_end=self._log_end,
+            headers_from=self._epoch_headers, rescan_from=rescanned_from)
         if clean:
             # From now on a crash must be detected: the marker goes, durably.
             os.remove(marker)
@@ -302,6 +309,9 @@ class PartitionLog:
         Every batch is checked (framing, magic, CRC32C, counts, size) before a
         single byte is written; offsets are assigned by patching base offsets,
         so record bytes are never re-encoded. One ``pwrite`` per call.
+        Every batch is stamped with ``leader_epoch`` (None: the log's latest
+        epoch, -1 if it has none), as a Kafka leader overwrites whatever the
+        client sent; an epoch older than the latest is refused (a fenced leader).
         """
         buf = bytearray(data)  # our own copy: offsets get patched
         total = len(buf)
@@ -345,7 +355,13 @@ class PartitionLog:
             last_offset = first_offset + records - 1
             seg = self._segments[-1]
             lat = config.log_append_time
+            epoch = self.leader_epochs.latest_epoch if leader_epoch is None else leader_epoch
+            if epoch < self.leader_epochs.latest_epoch:
+                raise FencedLeaderEpochError(f"partition log {self.name}: append in leader epoch {epoch}, but "
+                                             f"epoch {self.leader_epochs.latest_epoch} has begun")
             try:
+                if epoch >= 0:
+                    self.leader_epochs.assign(epoch, first_offset)  # fsynced before any batch of it is written
                 if self._should_roll(seg, total, now, last_offset):
                     seg = self._roll(now)
                     rolled_at = seg.base_offset
@@ -353,8 +369,7 @@ class PartitionLog:
                 batches = []
                 for bpos, h in headers:
                     set_base_offset(buf, offset, bpos)
-                    if leader_epoch is not None:
-                        set_partition_leader_epoch(buf, leader_epoch, bpos)
+                    set_partition_leader_epoch(buf, epoch, bpos)
                     if lat:
                         set_log_append_time(buf, now, bpos)
                         max_ts = now
@@ -438,6 +453,40 @@ class PartitionLog:
                 return
             new = self._roll(self._clock())
         self._flusher.request(new.base_offset)
+
+    # ------------------------------------------------------------ leader epochs
+    @property
+    def leader_epoch(self) -> int:
+        """The latest leader epoch (the one appends are stamped with), -1 before any."""
+        return self.leader_epochs.latest_epoch
+
+    def start_leader_epoch(self, epoch: int) -> None:
+        """Become leader in ``epoch``: it starts at the log end (Kafka's ``maybeAssignEpochStartOffset``).
+
+        Idempotent for the current epoch; an older one raises FencedLeaderEpochError.
+        """
+        with self._lock:
+            self._check_open()
+            if epoch < self.leader_epochs.latest_epoch:
+                raise FencedLeaderEpochError(f"partition log {self.name}: leader epoch {epoch} is older than "
+                                             f"{self.leader_epochs.latest_epoch}")
+            self.leader_epochs.assign(epoch, self._log_end)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch; (-1, -1) when undefined (see .leader_epochs)."""
+        with self._lock:
+            self._check_open()
+            return self.leader_epochs.end_offset_for(epoch, self._log_end)
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The leader epoch the record at ``offset`` was written in, -1 if unknown."""
+        with self._lock:
+            return self.leader_epochs.epoch_for_offset(offset)
+
+    def _epoch_headers(self, offset: int):
+        """(partition leader epoch, base offset) of each batch from ``offset`` on, from headers only."""
+        for h, _ in self._replay_headers(offset):
+            yield h.partition_leader_epoch, h.base_offset
 
     # ------------------------------------------------------------------- flush
     def flush(self) -> None:
@@ -666,6 +715,7 @@ class PartitionLog:
             if target > self._log_start:
                 self._log_start = target
                 write_checkpoint(self._path(LOG_START_FILE), target, durable=True)
+                self.leader_epochs.truncate_from_start(target)
                 delete_snapshots(self.directory, below=target, keep_newest=True)
                 now = self._clock()
                 count = 0
@@ -686,6 +736,7 @@ class PartitionLog:
         if new_start != self._log_start or not os.path.exists(self._path(LOG_START_FILE)):
             self._log_start = new_start
             write_checkpoint(self._path(LOG_START_FILE), new_start, durable=True)
+            self.leader_epochs.truncate_from_start(new_start)
         due = now + self._config.file_delete_delay_ms
         # Files stay a while (file.delete.delay.ms) so in-flight sendfile() of
         # slices handed out earlier still find them; a restart removes them anyway.
