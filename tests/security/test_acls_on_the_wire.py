@@ -153,3 +153,59 @@ def test_users_and_acls_survive_a_broker_restart(broker):
     data = open(f"{broker.data_dir}/cluster-metadata.json").read()
     assert "alice-pw" not in data and "admin-pw" not in data
     assert os.stat(f"{broker.data_dir}/cluster-metadata.json").st_mode & 0o077 == 0  # readable by its owner only
+
+
+def consume(broker, user: str, topic: str, group: str, want: int, timeout: float = 25):
+    """(values read, first error code) from a subscribed confluent-kafka consumer: stops at ``want`` values
+    or at the first error, so a denied consumer must surface its error instead of hanging."""
+    from confluent_kafka import Consumer
+
+    c = Consumer({**conf(broker, user), "group.id": group, "auto.offset.reset": "earliest",
+                  "session.timeout.ms": 6000, "enable.auto.commit": False})
+    values, error = [], None
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + timeout
+        while len(values) < want and error is None and time.monotonic() < deadline:
+            msg = c.poll(0.5)
+            if msg is None:
+                continue
+            if msg.error():
+                error = msg.error().code()
+            else:
+                values.append(msg.value())
+    finally:
+        c.close()
+    return values, error
+
+
+def test_consumer_groups_need_read_on_the_group_and_on_the_topic(broker):
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    topic, group = f"grp-{uuid.uuid4().hex[:8]}", f"readers-{uuid.uuid4().hex[:6]}"
+    create_topic(broker, topic)
+    assert produce(broker, "admin", topic) == [None] * 3
+    broker.add_user("bob", "bob-pw")
+    acls(broker, "add", "--principal", "User:bob", "--operation", "read", "--topic", topic)
+    assert consume(broker, "bob", topic, group, 3) == ([], KafkaError.GROUP_AUTHORIZATION_FAILED)
+    acls(broker, "add", "--principal", "User:bob", "--operation", "read", "--group", group)
+    assert consume(broker, "bob", topic, group, 3) == ([b"x0", b"x1", b"x2"], None)
+
+    other = f"{group}-b"  # group READ but no topic READ: the topic is refused, not the group
+    acls(broker, "add", "--principal", "User:alice", "--operation", "read", "--group", other)
+    assert consume(broker, "alice", topic, other, 3) == ([], KafkaError.TOPIC_AUTHORIZATION_FAILED)
+
+    describer = f"{group}-c"  # may find its coordinator (DESCRIBE) but not commit (READ)
+    acls(broker, "add", "--principal", "User:bob", "--operation", "describe", "--group", describer)
+    c = Consumer({**conf(broker, "bob"), "group.id": describer})
+    try:
+        with pytest.raises(KafkaException) as info:
+            c.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)
+        assert info.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+    finally:
+        c.close()
+    admin = Consumer({**conf(broker, "admin"), "group.id": describer})
+    try:  # nothing was committed
+        assert admin.committed([TopicPartition(topic, 0)], timeout=20)[0].offset < 0
+    finally:
+        admin.close()
