@@ -27,6 +27,8 @@ def broker(tmp_path_factory):
         "listeners": "SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:admin",
+        "ssl.truststore.password": "ts-secret-pw",  # accepted, unused with PEM: DescribeConfigs must hide it
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
     })
     b = SecureBroker(str(folder / "data"), props).start()
     try:
@@ -209,3 +211,29 @@ def test_consumer_groups_need_read_on_the_group_and_on_the_topic(broker):
         assert admin.committed([TopicPartition(topic, 0)], timeout=20)[0].offset < 0
     finally:
         admin.close()
+
+
+def test_broker_describe_configs_shows_the_security_settings_as_kafka_does(broker):
+    from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, ResourceType
+
+    admin = AdminClient(conf(broker, "admin"))
+    broker_id = next(iter(admin.list_topics(timeout=20).brokers))
+    resource = ConfigResource(ResourceType.BROKER, str(broker_id))
+    entries = admin.describe_configs([resource])[resource].result(20)
+    got = {n: (e.value, ConfigSource(e.source), e.is_sensitive) for n, e in entries.items()}
+    static, default = ConfigSource.STATIC_BROKER_CONFIG, ConfigSource.DEFAULT_CONFIG
+    assert got["listeners"] == ("SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0", static, False)
+    assert got["sasl.enabled.mechanisms"] == ("PLAIN,SCRAM-SHA-256,SCRAM-SHA-512", static, False)
+    assert got["listener.name.sasl_plaintext.sasl.enabled.mechanisms"] == ("PLAIN,SCRAM-SHA-256", static, False)
+    assert got["authorizer.class.name"] == ("kafka.security.authorizer.AclAuthorizer", static, False)
+    assert got["ssl.client.auth"] == ("none", default, False)
+    assert got["listener.name.ssl.ssl.client.auth"] == ("required", static, False)
+    assert got["ssl.keystore.type"] == ("PEM", static, False) and got["ssl.keystore.location"][1] == static
+    assert got["connections.max.reauth.ms"] == ("0", default, False)
+    # passwords, and the authorizer's own settings that Kafka cannot type, are sensitive and shown without a value
+    assert got["ssl.truststore.password"] == (None, static, True)
+    assert got["ssl.key.password"] == (None, default, True)
+    assert got["super.users"] == (None, static, True)
+    assert "allow.everyone.if.no.acl.found" not in got  # not given: Kafka does not list it either
+    assert all(e.is_read_only for e in entries.values())
+    assert not any("ts-secret-pw" in str(e.value) for e in entries.values())
