@@ -18,7 +18,9 @@ from fastapi.responses import Response, StreamingResponse
 
 from logan_ray.errors import LoganError, OffsetOutOfRangeError
 from logan_ray.protocol import errors as E
+from logan_ray.security import acl
 
+from .access import access
 from .backend import current
 from .body import parse, read_body
 from .errors import error_body
@@ -36,6 +38,7 @@ STREAM_POLL_MS = 500
 async def subscribe(request: Request) -> Response:
     backend = current()
     req = parse(SubscribeRequest, await read_body(request, backend.max_body_bytes))
+    access(request).require(acl.READ, acl.TOPIC, req.topic)  # Fetch: READ on the topic
     for attempt in (1, 2):
         actor = await backend.actor(req.topic, req.partition)
         try:
@@ -65,6 +68,7 @@ async def stream(request: Request, topic: str, partition: int,
     """Runs until the client disconnects, or after ``max_records`` records, or after ``idle_timeout_ms``
     without new records. NDJSON lines are records; SSE events carry ``{"records": [...], "next_offset": N}``."""
     backend = current()
+    access(request).require(acl.READ, acl.TOPIC, topic)
     actor = await backend.actor(topic, partition)
     if last_event_id is not None and last_event_id.isdigit():
         offset = int(last_event_id)
