@@ -145,7 +145,10 @@ class Broker:
             from .http.security import http_security
 
             self.http_running = True
-            self.endpoints["http"] = start_http(http, http_security(security))
+            http_sec = http_security(security)
+            self.endpoints["http"] = start_http(http, http_sec)
+            if http_sec is not None and http_sec.authenticate:
+                self.endpoints["http_auth"] = "basic"  # HTTP Basic with the Kafka SCRAM users
         runtime_file.publish(self.endpoints)
         return self.endpoints
 

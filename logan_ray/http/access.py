@@ -8,7 +8,7 @@ Without an authorizer every authenticated principal may do everything, as in Kaf
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from fastapi import Request
 
@@ -25,8 +25,17 @@ _KIND = {acl.TOPIC: "topic", acl.GROUP: "group", acl.CLUSTER: "cluster"}
 
 
 class Access:
-    def __init__(self, principal: str = ANONYMOUS, host: str = "", decider: Any = None) -> None:
+    def __init__(self, principal: str = ANONYMOUS, host: str = "", decider: Any = None,
+                 renew: Callable[[], Awaitable["Access | None"]] | None = None) -> None:
         self.principal, self.host, self.decider = principal, host, decider
+        self._renew = renew
+
+    async def renewed(self) -> "Access | None":
+        """This request's rights now (credentials re-checked, fresh ACLs); None once they are gone.
+
+        For responses that outlive a moment (the live stream): a changed password or a
+        removed ACL ends them too, within about a second."""
+        return self if self._renew is None else await self._renew()
 
     def may(self, operation: int, resource_type: int, name: str) -> bool:
         return self.decider is None or self.decider.allowed(self.principal, self.host, operation, resource_type, name)

@@ -56,9 +56,9 @@ def _header(scope, name: bytes) -> str | None:
     return None
 
 
-def _refuse(status: int, message: str) -> JSONResponse:
+def _refuse(status: int, message: str, code: int = E.SASL_AUTHENTICATION_FAILED) -> JSONResponse:
     headers = {"WWW-Authenticate": CHALLENGE} if status == 401 else None
-    return JSONResponse(error_body(E.SASL_AUTHENTICATION_FAILED, message), status_code=status, headers=headers)
+    return JSONResponse(error_body(code, message), status_code=status, headers=headers)
 
 
 class AuthMiddleware:
@@ -66,9 +66,9 @@ class AuthMiddleware:
         self.app = app
 
     async def __call__(self, scope, receive, send) -> None:
-        from .backend import _current
+        from .backend import _current as backend
 
-        security = _current.security if _current is not None else None
+        security = backend.security if backend is not None else None
         if scope["type"] not in ("http", "websocket") or security is None or not security.active:
             await self.app(scope, receive, send)
             return
@@ -76,13 +76,11 @@ class AuthMiddleware:
         host = str(client[0]) if client else ""
         try:
             creds = basic_credentials(_header(scope, b"authorization"))
-            if creds is None:
-                if security.authenticate:
-                    raise Unauthorized("Authentication required: HTTP Basic credentials of a SCRAM user")
-                principal = ANONYMOUS
-            else:
+            if creds is None and security.authenticate:
+                raise Unauthorized("Authentication required: HTTP Basic credentials of a SCRAM user")
+            if creds is not None:
                 try:
-                    ok = await _current.passwords.verify(*creds)
+                    ok = await backend.passwords.verify(*creds)
                 except Exception as e:  # the credential store is unreachable: not a wrong password
                     log.warning("http: cannot check credentials of %r: %s", creds[0], e)
                     await _refuse(503, f"Authentication failed: credentials unavailable ({e})")(scope, receive, send)
@@ -91,10 +89,21 @@ class AuthMiddleware:
                     log.warning("http: failed authentication of %r from %s", creds[0], host)
                     await asyncio.sleep(FAILED_AUTH_DELAY_S)
                     raise Unauthorized("Authentication failed: Invalid username or password")
-                principal = f"User:{creds[0]}"
         except Unauthorized as e:
             await _refuse(401, str(e))(scope, receive, send)
             return
-        decider = await _current.authorizer.decider() if _current.authorizer is not None else None
-        scope.setdefault("state", {})["logan_access"] = Access(principal, host, decider)
+        principal = ANONYMOUS if creds is None else f"User:{creds[0]}"
+
+        async def renew(check_password: bool = True) -> Access | None:
+            if check_password and creds is not None and not await backend.passwords.verify(*creds):
+                return None
+            decider = await backend.authorizer.decider() if backend.authorizer is not None else None
+            return Access(principal, host, decider, renew)
+        try:
+            access = await renew(check_password=False)
+        except Exception as e:  # the ACL store is unreachable: refuse rather than guess
+            log.warning("http: cannot read the ACLs: %s", e)
+            await _refuse(503, f"authorization unavailable ({e})", E.UNKNOWN_SERVER_ERROR)(scope, receive, send)
+            return
+        scope.setdefault("state", {})["logan_access"] = access
         await self.app(scope, receive, send)

@@ -95,6 +95,17 @@ def grant(broker, pki, principal: str, resource: str, name: str, *operations: st
     time.sleep(1.5)  # the HTTP API's authorizer refreshes its ACL snapshot within a second
 
 
+def revoke(broker, pki, principal: str, topic: str) -> None:
+    from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                       ResourcePatternType, ResourceType)
+
+    admin = AdminClient(kafka_conf(broker, pki, "admin"))
+    flt = AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.ANY, principal, None, AclOperation.ANY,
+                           AclPermissionType.ANY)
+    for f in admin.delete_acls([flt]).values():
+        f.result(30)
+
+
 def http(broker, pki, user: str | None, password: str | None = None) -> httpx.Client:
     auth = None if user is None else (user, password if password is not None else PASSWORDS[user])
     return httpx.Client(base_url=broker.http_url, auth=auth, verify=ssl.create_default_context(cafile=pki.ca),
@@ -171,6 +182,24 @@ def test_acls_decide_publish_subscribe_and_topic_administration(broker, pki):
         assert alice.post("/topic", json={"name": f"{topic}-new"}).status_code == 201
         grant(broker, pki, "User:alice", "topic", f"{topic}-new", "delete")
         assert alice.delete(f"/topic/{topic}-new").status_code == 204
+
+
+def test_a_live_stream_ends_when_its_reader_loses_read(broker, pki):
+    import json
+
+    topic = new_topic(broker, pki)
+    grant(broker, pki, "User:alice", "topic", topic, "read", "write")
+    with http(broker, pki, "alice") as alice:
+        assert alice.post("/publish", json={"topic": topic, "records": [{"value": "first"}]}).status_code == 200
+        with alice.stream("GET", f"/stream/{topic}/0", params={"offset": 0, "idle_timeout_ms": 30000}) as s:
+            lines = s.iter_lines()
+            assert json.loads(next(lines))["value"] == "first"
+            started = time.monotonic()
+            revoke(broker, pki, "User:alice", topic)
+            last = json.loads(next(lines))
+            assert last["error_name"] == "TOPIC_AUTHORIZATION_FAILED", last
+            assert time.monotonic() - started < 10
+            assert list(lines) == []  # and the stream ends there
 
 
 def test_console_shows_only_what_the_principal_may_describe(broker, pki):
