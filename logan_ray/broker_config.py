@@ -363,12 +363,12 @@ def _split(line: str) -> tuple[str, str]:
     return _unescape(key), _unescape(rest)
 
 
-def read_properties_file(path: str) -> dict[str, str]:
+def read_properties_file(path: str, option: str = "--config-file") -> dict[str, str]:
     try:
         with open(path, encoding="utf-8") as f:
             return parse_properties(f.read(), path)
     except OSError as e:
-        raise BrokerConfigError(f"cannot read --config-file {path}: {e.strerror or e}") from None
+        raise BrokerConfigError(f"cannot read {option} {path}: {e.strerror or e}") from None
 
 
 def parse_assignments(items: Iterable[str]) -> dict[str, str]:

@@ -7,13 +7,13 @@ with Kafka's admin API. Restarting the broker keeps users and ACLs.
 from __future__ import annotations
 
 import os
-
+import subprocess
 import time
 import uuid
 
 import pytest
 from certs import make_pki
-from secure_broker import SecureBroker, write_properties
+from secure_broker import CLI, SecureBroker, write_properties
 
 #: a real broker process (and, for ACLs, a restart): about 1.5 minutes per module
 pytestmark = pytest.mark.slow
@@ -237,3 +237,45 @@ def test_broker_describe_configs_shows_the_security_settings_as_kafka_does(broke
     assert "allow.everyone.if.no.acl.found" not in got  # not given: Kafka does not list it either
     assert all(e.is_read_only for e in entries.values())
     assert not any("ts-secret-pw" in str(e.value) for e in entries.values())
+
+
+def test_users_and_acls_over_bootstrap_server_act_as_the_logged_in_principal(broker, tmp_path):
+    boot = broker.listeners["SASL_PLAINTEXT"]
+
+    def kafka_cli(login: list[str], *args: str, password: str | None = None, stdin: bytes | None = None):
+        env = {**os.environ, "LOGAN_RAY_SASL_PASSWORD": password or ""}
+        r = subprocess.run([*CLI, *args, "--bootstrap-server", boot, *login], input=stdin, capture_output=True,
+                           env=env, timeout=60)
+        return r.returncode, r.stdout.decode(), r.stderr.decode()
+
+    alice = ["--sasl-username", "alice", "--sasl-mechanism", "SCRAM-SHA-256"]
+    admin_props = tmp_path / "admin.properties"  # a Kafka tool's --command-config file, unchanged
+    admin_props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                           "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+                           'username="admin" password="admin-pw";\n')
+    admin = ["--command-config", str(admin_props)]
+    topic = f"cli-{uuid.uuid4().hex[:8]}"
+    create_topic(broker, topic)
+    acl = ["--principal", "User:carol", "--operation", "write", "--topic", topic]
+
+    rc, out, err = kafka_cli(alice, "acls", "add", *acl, password="alice-pw")  # alice may not alter the cluster
+    assert rc == 1 and len(err.strip().splitlines()) == 1
+    assert "CLUSTER_AUTHORIZATION_FAILED" in err and "super.users" in err
+    rc, out, err = kafka_cli(alice, "users", "list", password="wrong")
+    assert rc == 1 and "login to" in err and "failed" in err
+
+    assert kafka_cli(admin, "users", "set", "carol", "--password-stdin", stdin=b"carol-pw\n")[0] == 0
+    rc, out, err = kafka_cli(admin, "users", "list")
+    assert rc == 0, err
+    assert "carol: SCRAM-SHA-256 (4096 iterations), SCRAM-SHA-512 (4096 iterations)" in out
+    assert kafka_cli(admin, "acls", "add", *acl)[0] == 0
+    rc, out, _ = kafka_cli(admin, "acls", "list", "--principal", "User:carol")
+    assert out.strip() == f"ALLOW User:carol write on topic {topic} (literal) from host *"
+    assert produce(broker, "carol", topic) == [None] * 3  # the new user, with the new ACL
+
+    rc, out, _ = kafka_cli(admin, "acls", "remove", *acl)
+    assert rc == 0 and out.startswith("removed: ALLOW User:carol write")
+    rc, _, err = kafka_cli(admin, "acls", "remove", *acl)
+    assert rc == 1 and "no such ACL" in err
+    assert kafka_cli(admin, "users", "delete", "carol")[0] == 0
+    assert "carol" not in kafka_cli(admin, "users", "list")[1]
