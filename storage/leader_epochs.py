@@ -226,34 +226,32 @@ def load_leader_epochs(
     log_start: int,
     log_end: int,
     headers_from: Callable[[int], Iterable[tuple[int, int]]],
-    rescan_from: int | None,
 ) -> LeaderEpochCache:
     """The cache of a partition folder, made consistent with the log as it was recovered.
 
     ``headers_from(offset)`` yields ``(partition leader epoch, base offset)`` of
     each batch from ``offset`` on (headers only). Without a usable checkpoint
-    every batch of the log is walked. With one, entries past the log end (lost
-    unsynced records) or before the log start are cut, then the batches from
-    ``rescan_from`` (the part of the log recovery rescanned; None after a
-    clean shutdown) add any epoch the file missed.
+    every batch of the log is walked, once (the rebuilt file is written). With
+    one, entries past the log end (an epoch began, then unsynced records before
+    it were lost) or before the log start are cut. The file is never *behind*
+    the log: an append checkpoints a new epoch (fsynced) before writing any
+    batch of it, so no rescan of the recovered tail is needed.
     """
     entries = read_checkpoint_file(os.path.join(directory, CHECKPOINT_FILE))
     cache = LeaderEpochCache(directory, entries or [])
     changed = False
     if entries is None:
-        scan_from: int | None = log_start
         changed = True  # write the file (even empty): its presence means the next open need not walk the log
+        if log_start < log_end:
+            for epoch, base in headers_from(log_start):
+                if epoch >= 0 and base >= log_start:
+                    cache._assign(EpochEntry(epoch, base))
     else:
         before = cache.entries
         changed = cache._cut_end(log_end) | cache._cut_start(log_start)
         if changed:
             log.warning("%s: leader epoch checkpoint %s was ahead of the log [%d, %d); now %s", directory,
                         before, log_start, log_end, cache.entries)
-        scan_from = None if rescan_from is None else max(rescan_from, log_start)
-    if scan_from is not None and scan_from < log_end:
-        for epoch, base in headers_from(scan_from):
-            if epoch >= 0 and base >= log_start:
-                changed |= cache._assign(EpochEntry(epoch, base))
     if changed:
         cache.flush()
     return cache

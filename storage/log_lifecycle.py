@@ -53,7 +53,6 @@ def open_log(directory: str, config: TopicConfig, clock: Callable[[], int], full
     marker = st.path(CLEAN_SHUTDOWN_FILE)
     clean = os.path.exists(marker)
     st.recovery_point = read_checkpoint(st.path(RECOVERY_POINT_FILE)) or 0
-    rescanned_from = None if clean else st.recovery_point  # recovery rescans from here: so do the epochs
     log_start = read_checkpoint(st.path(LOG_START_FILE)) or 0
     now = clock()
     segments, report = load_segments(
@@ -91,7 +90,7 @@ def open_log(directory: str, config: TopicConfig, clock: Callable[[], int], full
     )
     # A checkpoint ahead of the recovered log (lost unsynced records) is cut back; a missing one is rebuilt.
     st.leader_epochs = load_leader_epochs(
-        st.directory, log_start=st.log_start, log_end=st.log_end, rescan_from=rescanned_from,
+        st.directory, log_start=st.log_start, log_end=st.log_end,
         headers_from=lambda offset: ((h.partition_leader_epoch, h.base_offset) for h, _ in _replay_headers(st, offset)))
     if clean:
         # From now on a crash must be detected: the marker goes, durably.

@@ -157,12 +157,17 @@ def test_retention_and_delete_records_move_the_first_epoch(tmp_path):
     lg.close()
 
 
-def test_loader_cuts_a_checkpoint_that_is_ahead_of_the_log_and_rescans_the_tail(tmp_path):
+def test_loader_cuts_a_checkpoint_ahead_of_the_log_and_rebuilds_a_missing_one_from_headers(tmp_path):
     folder = str(tmp_path)
     cache_of(tmp_path, (1, 0), (4, 50), (6, 90))
-    headers = {80: [(4, 80), (5, 82), (-1, 84)]}
-    c = load_leader_epochs(folder, log_start=0, log_end=85, headers_from=lambda o: headers[o], rescan_from=80)
-    assert c.entries == [(1, 0), (4, 50), (5, 82)]
+    walked = []
+    c = load_leader_epochs(folder, log_start=10, log_end=85, headers_from=walked.append)
+    assert c.entries == [(1, 10), (4, 50)] and not walked  # a present checkpoint needs no walk of the log
+    assert LeaderEpochCache(folder).entries == c.entries
+    os.remove(os.path.join(folder, CHECKPOINT_FILE))
+    headers = {10: [(-1, 10), (4, 80), (5, 82), (5, 83)]}
+    c = load_leader_epochs(folder, log_start=10, log_end=85, headers_from=lambda o: headers[o])
+    assert c.entries == [(4, 80), (5, 82)]
     assert LeaderEpochCache(folder).entries == c.entries
 
 
