@@ -63,7 +63,7 @@ def test_assign_takes_new_larger_epochs_only_and_keeps_entries_monotonic(tmp_pat
 
 
 def test_checkpoint_is_kafkas_text_format_and_survives_reopening(tmp_path):
-    c = cache_of(tmp_path, (0, 0), (2, 17))
+    cache_of(tmp_path, (0, 0), (2, 17))
     with open(tmp_path / CHECKPOINT_FILE) as f:
         assert f.read() == "0\n2\n0 0\n2 17\n"
     assert LeaderEpochCache(str(tmp_path)).entries == [(0, 0), (2, 17)]
