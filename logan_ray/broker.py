@@ -116,7 +116,7 @@ class Broker:
         o = self.options
         settings = o.resolve()  # unknown or bad settings fail before anything starts
         security = None
-        if o.gateway and uses_listeners(o.config):
+        if uses_listeners(o.config):  # also without gateways: the HTTP API takes the same security
             from .security.config import gateway_security
 
             security = gateway_security(settings)
@@ -159,8 +159,13 @@ class Broker:
         if http is not None:
             from .http import start_http
 
+            from .http.security import http_security
+
             self.http_running = True
-            self.endpoints["http"] = start_http(http)
+            http_sec = http_security(security)
+            self.endpoints["http"] = start_http(http, http_sec)
+            if http_sec is not None and http_sec.authenticate:
+                self.endpoints["http_auth"] = "basic"  # HTTP Basic with the Kafka SCRAM users
         runtime_file.publish(self.endpoints)
         return self.endpoints
 

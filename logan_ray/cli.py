@@ -215,7 +215,8 @@ def _print_endpoints(ep: dict[str, Any]) -> None:
     for name, eps in sorted((ep.get("listeners") or {}).items()):
         print(f"  listener {name}: {eps}")
     if ep.get("http"):
-        print(f"http:          {ep['http']}/  (console {ep['http']}/console, API docs {ep['http']}/docs)")
+        auth = ", HTTP Basic with the SCRAM users" if ep.get("http_auth") == "basic" else ""
+        print(f"http:          {ep['http']}/  (console {ep['http']}/console, API docs {ep['http']}/docs{auth})")
     if ep.get("dashboard"):
         print(f"ray dashboard: {ep['dashboard']}")
     sys.stdout.flush()
