@@ -14,7 +14,8 @@ invariants):
 * :mod:`.log_retention`: retention and DeleteRecords (a prefix of segments goes);
 * :mod:`.pending_deletes`: dropped files deleted after ``file.delete.delay.ms``;
 * :mod:`.cleaned_install`: swapping a compaction pass in;
-* :mod:`.log_verify`: scrubbing every batch's CRC.
+* :mod:`.log_verify`: scrubbing every batch's CRC;
+* :mod:`.leader_epochs`: the leader-epoch cache and its checkpoint (OffsetForLeaderEpoch).
 
 Batches are stored exactly as received, with only the broker-owned header
 fields patched, so fetches can ``sendfile`` them. A disk error takes the log
@@ -32,7 +33,8 @@ from .cleaned_install import SwapReport
 from .cleaner_checkpoint import CleanerCheckpoint
 from .compaction import CleanResult, discard
 from .config import TopicConfig
-from .errors import InvalidTimestampError
+from .errors import FencedLeaderEpochError, InvalidTimestampError
+from .leader_epochs import LeaderEpochCache
 from .log_append import AppendInfo
 from .log_read import locate_ranges
 from .producer_snapshot import ProducerStateLoad
@@ -178,6 +180,40 @@ class PartitionLog:
         so record bytes are never re-encoded. One ``pwrite`` per call.
         """
         return log_append.append(self._st, data, leader_epoch)
+
+    # ------------------------------------------------------------ leader epochs
+    @property
+    def leader_epochs(self) -> LeaderEpochCache:
+        """Epoch -> start offset of this log (see :mod:`.leader_epochs`); read it under no lock of yours."""
+        return self._st.leader_epochs
+
+    @property
+    def leader_epoch(self) -> int:
+        """The latest leader epoch (the one appends are stamped with), -1 before any."""
+        return self._st.leader_epochs.latest_epoch
+
+    def start_leader_epoch(self, epoch: int) -> None:
+        """Become leader in ``epoch``: it starts at the log end (Kafka's ``maybeAssignEpochStartOffset``).
+
+        Idempotent for the current epoch; an older one raises FencedLeaderEpochError.
+        """
+        with self._st.lock:
+            self._st.check_open()
+            latest = self._st.leader_epochs.latest_epoch
+            if epoch < latest:
+                raise FencedLeaderEpochError(f"partition log {self.name}: leader epoch {epoch} is older than {latest}")
+            self._st.leader_epochs.assign(epoch, self._st.log_end)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch; (-1, -1) when undefined (see :mod:`.leader_epochs`)."""
+        with self._st.lock:
+            self._st.check_open()
+            return self._st.leader_epochs.end_offset_for(epoch, self._st.log_end)
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The leader epoch the record at ``offset`` was written in, -1 if unknown."""
+        with self._st.lock:
+            return self._st.leader_epochs.epoch_for_offset(offset)
 
     def roll(self) -> None:
         """Start a new segment now (if the active one holds data)."""

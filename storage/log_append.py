@@ -7,6 +7,9 @@ are never re-encoded and a fetch can later ``sendfile`` them as stored. One
 ``pwrite`` per call. A full disk fails only the append (its bytes are cut back
 off the file), so appends resume at the right offset once space returns; any
 other write error takes the log offline (:meth:`.LogState.go_offline`).
+Every batch is stamped with the leader epoch it is appended in, and a new
+epoch's start offset is checkpointed (fsynced) before its first batch is
+written (Kafka's ``maybeAssignEpochStartOffset``), see :mod:`.leader_epochs`.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ from typing import NamedTuple
 from .batch_header import BatchHeader, set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batch
 from .errors import (
     CorruptRecordError,
+    FencedLeaderEpochError,
     InvalidRecordError,
     KafkaStorageError,
     LogClosedError,
@@ -82,7 +86,12 @@ def validate_append(buf: bytearray, config: TopicConfig) -> tuple[list[tuple[int
 
 
 def append(st: LogState, data: bytes | bytearray | memoryview, leader_epoch: int | None) -> AppendInfo:
-    """Validate and append one or more concatenated v2 batches, all or nothing (see the module docstring)."""
+    """Validate and append one or more concatenated v2 batches, all or nothing (see the module docstring).
+
+    Every batch is stamped with ``leader_epoch`` (None: the log's latest epoch,
+    -1 if it has none), as a Kafka leader overwrites whatever the client sent;
+    an epoch older than the latest is refused (a fenced leader).
+    """
     buf = bytearray(data)  # our own copy: offsets get patched
     total = len(buf)
     config = st.config
@@ -98,7 +107,14 @@ def append(st: LogState, data: bytes | bytearray | memoryview, leader_epoch: int
         last_offset = first_offset + records - 1
         seg = st.segments[-1]
         lat = config.log_append_time
+        latest = st.leader_epochs.latest_epoch
+        epoch = latest if leader_epoch is None else leader_epoch
+        if epoch < latest:
+            raise FencedLeaderEpochError(f"partition log {st.name}: append in leader epoch {epoch}, but "
+                                         f"epoch {latest} has begun")
         try:
+            if epoch >= 0:
+                st.leader_epochs.assign(epoch, first_offset)  # fsynced before any batch of it is written
             if should_roll(st, seg, total, now, last_offset):
                 seg = roll(st, now)
                 rolled_at = seg.base_offset
@@ -106,8 +122,7 @@ def append(st: LogState, data: bytes | bytearray | memoryview, leader_epoch: int
             batches = []
             for bpos, h in headers:
                 set_base_offset(buf, offset, bpos)
-                if leader_epoch is not None:
-                    set_partition_leader_epoch(buf, leader_epoch, bpos)
+                set_partition_leader_epoch(buf, epoch, bpos)
                 if lat:
                     set_log_append_time(buf, now, bpos)
                     max_ts = now

@@ -4,7 +4,8 @@ A partition folder holds segment files (see :mod:`.segment`) plus three small
 files: the recovery point (offset fsynced to), the log start offset (moved by
 retention and DeleteRecords) and a clean-shutdown marker written by
 :func:`close`; and idempotent-producer snapshots written at each roll and at
-close (see :mod:`.producer_snapshot`). Opening trusts everything below the
+close (see :mod:`.producer_snapshot`); and the leader-epoch checkpoint (see
+:mod:`.leader_epochs`), checked against the recovered log on open. Opening trusts everything below the
 recovery point (everything after a clean shutdown) and rescans only the rest
 (see :mod:`.recovery`), then rebuilds producer state by reading only the batch
 headers after the newest snapshot. The marker is removed durably on open, so
@@ -23,6 +24,7 @@ from .cleaner_checkpoint import read_checkpoint as read_cleaner_checkpoint
 from .config import TopicConfig
 from .errors import CorruptRecordError, KafkaStorageError
 from .file_batches import FileBatches
+from .leader_epochs import load_leader_epochs
 from .log_flush import flush, sync_to
 from .log_state import LogState
 from .producer_snapshot import load_producer_state, write_snapshot
@@ -86,6 +88,10 @@ def open_log(directory: str, config: TopicConfig, clock: Callable[[], int], full
         replay=lambda offset: _replay_headers(st, offset), now_ms=now, expiration_ms=producer_id_expiration_ms,
         log_append_time=config.log_append_time,
     )
+    # A checkpoint ahead of the recovered log (lost unsynced records) is cut back; a missing one is rebuilt.
+    st.leader_epochs = load_leader_epochs(
+        st.directory, log_start=st.log_start, log_end=st.log_end,
+        headers_from=lambda offset: ((h.partition_leader_epoch, h.base_offset) for h, _ in _replay_headers(st, offset)))
     if clean:
         # From now on a crash must be detected: the marker goes, durably.
         os.remove(marker)

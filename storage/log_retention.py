@@ -54,6 +54,7 @@ def delete_records(st: LogState, before_offset: int, high_watermark: int | None)
         if target > st.log_start:
             st.log_start = target
             write_checkpoint(st.path(LOG_START_FILE), target, durable=True)
+            st.leader_epochs.truncate_from_start(target)
             delete_snapshots(st.directory, below=target, keep_newest=True)
             now = st.clock()
             count = 0
@@ -76,6 +77,7 @@ def drop_prefix(st: LogState, count: int, now: int) -> None:
     if new_start != st.log_start or not os.path.exists(st.path(LOG_START_FILE)):
         st.log_start = new_start
         write_checkpoint(st.path(LOG_START_FILE), new_start, durable=True)
+        st.leader_epochs.truncate_from_start(new_start)
     pending_deletes.schedule(st, dropped, now)
     st.stats["segments_deleted"] += count
     delete_snapshots(st.directory, below=st.log_start, keep_newest=True)

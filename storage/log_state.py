@@ -28,6 +28,7 @@ from .errors import KafkaStorageError, LogClosedError
 if TYPE_CHECKING:
     from .cleaner_checkpoint import CleanerCheckpoint
     from .config import TopicConfig
+    from .leader_epochs import LeaderEpochCache
     from .producer_snapshot import ProducerStateLoad
     from .producer_state import ProducerStateTable
     from .recovery import RecoveryReport
@@ -61,6 +62,7 @@ class LogState:
     producer_id_expiration_ms: int
     producer_state: "ProducerStateTable"
     producer_load: "ProducerStateLoad"
+    leader_epochs: "LeaderEpochCache"  # epoch -> first offset, in leader-epoch-checkpoint (see .leader_epochs)
     pending_deletes: list[tuple[int, DroppedFiles]]  # (due time in ms, files)
     cleaner_checkpoint: "CleanerCheckpoint"
     last_flush_ms: int
@@ -130,5 +132,6 @@ class LogState:
                 producer_snapshot_offset=-1 if self.producer_load.snapshot_offset is None else self.producer_load.snapshot_offset,
                 producer_batches_replayed=self.producer_load.batches_replayed,
                 producer_replay_bytes=self.replay_bytes,
+                leader_epoch=self.leader_epochs.latest_epoch,
             )
             return out

@@ -57,6 +57,7 @@ _PARTITIONED = {
         acl.DESCRIBE),
     21: ("topics", "name", "partitions", "partition_index", "topics", "name", "partitions", "partition_index",
          acl.DELETE),
+    23: ("topics", "topic", "partitions", "partition", "topics", "topic", "partitions", "partition", acl.DESCRIBE),
     8: ("topics", "name", "partitions", "partition_index", "topics", "name", "partitions", "partition_index",
         acl.READ),
 }
