@@ -196,6 +196,23 @@ def test_consumer_groups_need_read_on_the_group_and_on_the_topic(broker):
     other = f"{group}-b"  # group READ but no topic READ: the topic is refused, not the group
     acls(broker, "add", "--principal", "User:alice", "--operation", "read", "--group", other)
     assert consume(broker, "alice", topic, other, 3) == ([], KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    committer = Consumer({**conf(broker, "admin"), "group.id": other})
+    try:
+        committer.commit(offsets=[TopicPartition(topic, 0, 2)], asynchronous=False)
+    finally:
+        committer.close()
+    reader = Consumer({**conf(broker, "alice"), "group.id": other})
+    try:  # OffsetFetch naming a topic alice may not describe: TOPIC_AUTHORIZATION_FAILED, no offset
+        [tp] = reader.committed([TopicPartition(topic, 0)], timeout=20)
+        assert tp.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED and tp.offset < 0
+    finally:
+        reader.close()
+    from confluent_kafka import ConsumerGroupTopicPartitions
+    from confluent_kafka.admin import AdminClient
+
+    alice = AdminClient(conf(broker, "alice"))  # kept alive until the future is done
+    listing = alice.list_consumer_group_offsets([ConsumerGroupTopicPartitions(other)])
+    assert listing[other].result(20).topic_partitions == []  # all topics: the hidden one is left out
 
     describer = f"{group}-c"  # may find its coordinator (DESCRIBE) but not commit (READ)
     acls(broker, "add", "--principal", "User:bob", "--operation", "describe", "--group", describer)
