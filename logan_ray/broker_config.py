@@ -144,6 +144,9 @@ _SETTINGS: dict[str, _Setting] = {
     "num.partitions": _Setting(_int_range(1, INT_MAX), "1", "partitions of auto-created topics"),
     "log.dirs": _Setting(_reject_log_dirs, None, "the data dir (one; same as --data-dir)"),
     "log.dir": _Setting(_reject_log_dirs, None, "the data dir (one; same as --data-dir)"),
+    # logan-ray's own: partitions cost a process only while in use (docs/architecture.md, "Partition lifecycle")
+    "partition.idle.ms": _Setting(_int_range(1, LONG_MAX), "300000",
+                                  "a partition with no traffic this long closes its log and its process exits"),
     # socket server
     "listeners": _Setting(_string, "PLAINTEXT://127.0.0.1:9092", "NAME://HOST:PORT,... the gateways listen on"),
     "advertised.listeners": _Setting(_string, None, "NAME://HOST:PORT,... told to clients (default: listeners)"),
