@@ -55,6 +55,7 @@ LOCK_WAIT_S = 5.0  # a router restarted after SIGKILL waits this long for its pr
 WATCH_INTERVAL_S = 2.0  # how often nodes are checked for partitions to take offline or bring back
 DELETE_TIMEOUT_S = 60.0
 HIBERNATE_TIMEOUT_S = 60.0
+ADOPT_CHECK_S = 10.0  # a restarted router waits this long to learn which running actors had hibernated
 HIBERNATED_IDS_KEPT = 100_000  # actor ids that ended by hibernation (callers ask whether a failed call ran)
 #: Topics created before ids were stored got uuid5(namespace, name); kept for them so
 #: clients that cached those ids keep working.
@@ -237,9 +238,10 @@ class RouterActor(SecurityMetadata):
         """Stop adopted actors that had closed their log to hibernate when the previous router died."""
         adopted = list(self._handles.items())
         refs = [h.state.remote() for _k, h in adopted]
+        ready = set(ray.wait(refs, num_returns=len(refs), timeout=ADOPT_CHECK_S)[0]) if refs else set()
         for (key, handle), ref in zip(adopted, refs):
             try:
-                state = ray.get(ref, timeout=HIBERNATE_TIMEOUT_S)
+                state = ray.get(ref) if ref in ready else None
             except Exception:  # dead or restarting: Ray brings it back with its log reopened
                 continue
             if state == "hibernated":
