@@ -12,6 +12,7 @@ import functools
 import logging
 import os
 import time
+import uuid
 from typing import Any, Awaitable, Callable, TypeVar
 
 import ray
@@ -20,7 +21,13 @@ from logan_ray.common.errors import PartitionHibernatedError
 from logan_ray.storage.append_rules import check_client_batch
 from logan_ray.storage.batch_header import BatchHeader, iter_headers, validate_batch
 from logan_ray.storage.config import TopicConfig
-from logan_ray.storage.errors import KafkaStorageError
+from logan_ray.storage.errors import (
+    FencedLeaderEpochError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    UnknownLeaderEpochError,
+)
+from logan_ray.storage.leader_epochs import CHECKPOINT_FILE, read_checkpoint_file
 from logan_ray.storage.log import PartitionLog
 from logan_ray.storage.partition_dir import claim, mark_for_deletion, remove_marked
 from logan_ray.storage.producer_state import DEFAULT_EXPIRATION_MS, OutOfOrderSequenceError
@@ -70,22 +77,42 @@ def in_use(method: _F) -> _F:
     return wrapper  # type: ignore[return-value]
 
 
+def _router(router_name: str):
+    deadline = time.monotonic() + CONFIG_LOAD_TIMEOUT_S
+    while True:
+        try:
+            return ray.get_actor(router_name, namespace=NAMESPACE)
+        except ValueError:  # the router is being replaced: wait for the new one
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
 def load_topic_config(router_name: str, topic: str, partition: int, topic_id: str) -> dict[str, Any]:
     """The effective config of ``topic`` from the router's durable metadata.
 
     Fails (so the actor does not start) when the topic is gone or is another
     topic of the same name: a deleted topic's partition must not come back.
     """
-    deadline = time.monotonic() + CONFIG_LOAD_TIMEOUT_S
-    while True:
-        try:
-            router = ray.get_actor(router_name, namespace=NAMESPACE)
-            break
-        except ValueError:  # the router is being replaced: wait for the new one
-            if time.monotonic() >= deadline:
-                raise
-            time.sleep(0.2)
-    return ray.get(router.partition_config.remote(topic, partition, topic_id), timeout=CONFIG_LOAD_TIMEOUT_S)
+    return ray.get(_router(router_name).partition_config.remote(topic, partition, topic_id),
+                   timeout=CONFIG_LOAD_TIMEOUT_S)
+
+
+def newest_local_epoch(directory: str) -> int:
+    """The newest leader epoch in the folder's checkpoint (-1 if none), read before the log opens."""
+    entries = read_checkpoint_file(os.path.join(directory, CHECKPOINT_FILE)) or []
+    return max((e.epoch for e in entries), default=-1)
+
+
+def open_partition(router_name: str, topic: str, partition: int, topic_id: str, incarnation: str,
+                   directory: str) -> dict[str, Any]:
+    """{"config", "leader_epoch"} for this start of the actor, from the router's durable metadata.
+
+    As :func:`load_topic_config`, and the router saves this incarnation's leader epoch
+    before answering (the same ``incarnation`` asked again gets the same epoch).
+    """
+    return ray.get(_router(router_name).open_partition.remote(
+        topic, partition, topic_id, incarnation, newest_local_epoch(directory)), timeout=CONFIG_LOAD_TIMEOUT_S)
 
 
 class PartitionActor:
@@ -114,7 +141,8 @@ class PartitionActor:
         self._idle_ms = idle_ms
         self._idle_watch: asyncio.Task | None = None
         started = time.perf_counter()
-        config = load_topic_config(router_name, topic, partition, topic_id)
+        opened = open_partition(router_name, topic, partition, topic_id, uuid.uuid4().hex, directory)
+        config = opened["config"]
         pause_point(directory, "activate-config")
         stale = claim(directory, topic_id)
         if stale is not None:
@@ -124,6 +152,8 @@ class PartitionActor:
         self._producer_id_expiration_ms = producer_id_expiration_ms
         self._log = PartitionLog(directory, TopicConfig.from_dict(config),
                                  producer_id_expiration_ms=producer_id_expiration_ms)
+        self._leader_epoch = opened["leader_epoch"]
+        self._log.start_leader_epoch(self._leader_epoch)
         self._producers = self._log.producer_state
         self._group_commit = GroupCommit(self._log)
         self._new_data: asyncio.Event | None = None
@@ -134,8 +164,9 @@ class PartitionActor:
         self._metrics = PartitionMetrics(topic, partition)
         self._publish_state()
         pause_point(directory, "activate-opened")
-        log.info("partition %s-%d opened in %.1f ms: offsets [%d, %d)", topic, partition,
-                 (time.perf_counter() - started) * 1e3, self._log.log_start_offset, self._log.log_end_offset)
+        log.info("partition %s-%d opened in %.1f ms: offsets [%d, %d), leader epoch %d", topic, partition,
+                 (time.perf_counter() - started) * 1e3, self._log.log_start_offset, self._log.log_end_offset,
+                 self._leader_epoch)
 
     # ------------------------------------------------------------------ writes
     @in_use
@@ -163,7 +194,7 @@ class PartitionActor:
         if any(h.producer_id >= 0 and h.base_sequence >= 0 for h in headers):
             result = await self._append_idempotent(data, headers)
         else:
-            info = self._log.append(data)
+            info = self._log.append(data, leader_epoch=self._leader_epoch)
             result = (info.base_offset, info.log_append_time, info.log_start_offset)
         self._after_append(sum(h.record_count for h in headers), len(data), started)
         return result
@@ -217,7 +248,7 @@ class PartitionActor:
             else:
                 # The log records the producer state, also when a flush after the write fails
                 # (KafkaStorageError with ``appended``): a retry is then answered as a duplicate.
-                info = self._log.append(view[pos:pos + h.size])
+                info = self._log.append(view[pos:pos + h.size], leader_epoch=self._leader_epoch)
                 outcome = (info.base_offset, info.log_append_time)
             first = first or outcome
             pos += h.size
@@ -248,11 +279,14 @@ class PartitionActor:
 
     @in_use
     async def locate(self, offset: int, max_bytes: int, max_wait_ms: int = 0, min_bytes: int = 1,
-                     max_offset: int | None = None) -> tuple[list[tuple[str, int, int]], int, int]:
+                     max_offset: int | None = None,
+                     current_leader_epoch: int = -1) -> tuple[list[tuple[str, int, int]], int, int]:
         """File slices for a local server to ``sendfile``: (slices, high_watermark, log_start_offset).
 
         Waits up to ``max_wait_ms`` for ``min_bytes`` of data past ``offset``.
+        ``current_leader_epoch``: the client's view (Fetch v9+), fenced as Kafka does.
         """
+        self._check_leader_epoch(current_leader_epoch)
         started = time.perf_counter()
         slices = self._log.locate(offset, max_bytes, max_offset=max_offset)
         if max_wait_ms > 0 and sum(s.length for s in slices) < min_bytes:
@@ -268,8 +302,9 @@ class PartitionActor:
 
     @in_use
     async def fetch(self, offset: int, max_bytes: int = 1 << 20, max_wait_ms: int = 0,
-                    min_bytes: int = 1) -> tuple[bytes, int, int]:
+                    min_bytes: int = 1, current_leader_epoch: int = -1) -> tuple[bytes, int, int]:
         """Batch bytes for remote callers: (concatenated batches, high_watermark, log_start_offset)."""
+        self._check_leader_epoch(current_leader_epoch)
         started = time.perf_counter()
         if max_wait_ms > 0 and self._log.log_end_offset <= offset:
             await self._wait_until(lambda: self._log.log_end_offset > offset, max_wait_ms)
@@ -300,6 +335,57 @@ class PartitionActor:
     @in_use
     async def max_timestamp_offset(self) -> tuple[int, int] | None:
         return self._log.max_timestamp_offset()
+
+    # ------------------------------------------------------------ leader epochs
+    def _check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """KIP-320 fencing: -1 (or any negative) skips the check, as in Kafka."""
+        if current_leader_epoch < 0 or current_leader_epoch == self._leader_epoch:
+            return
+        if current_leader_epoch < self._leader_epoch:
+            raise FencedLeaderEpochError(f"partition {self.topic}-{self.partition}: leader epoch "
+                                         f"{current_leader_epoch} is fenced; the leader is in epoch {self._leader_epoch}")
+        raise UnknownLeaderEpochError(f"partition {self.topic}-{self.partition}: leader epoch {current_leader_epoch} "
+                                      f"is newer than the leader's {self._leader_epoch}")
+
+    async def leader_epoch(self) -> int:
+        return self._leader_epoch
+
+    @in_use
+    async def end_offset_for_epoch(self, leader_epoch: int, current_leader_epoch: int = -1) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) of ``leader_epoch`` in this log, (-1, -1) if undefined."""
+        self._check_leader_epoch(current_leader_epoch)
+        return self._log.end_offset_for_epoch(leader_epoch)
+
+    @in_use
+    async def diverging_epoch(self, offset: int, last_fetched_epoch: int,
+                              current_leader_epoch: int = -1) -> tuple[int, int] | None:
+        """Fetch v12+ with ``last_fetched_epoch`` (a follower): the (epoch, end offset) where the fetcher's
+        log diverges from this one, or None when it does not (then it simply fetches).
+
+        Kafka's rule: diverging when this log's end of that epoch is before ``offset`` or the
+        epoch is unknown here (a smaller one is found); an undefined answer is OFFSET_OUT_OF_RANGE.
+        """
+        self._check_leader_epoch(current_leader_epoch)
+        epoch, end = self._log.end_offset_for_epoch(last_fetched_epoch)
+        if epoch < 0 or end < 0 or offset < self._log.log_start_offset:
+            raise OffsetOutOfRangeError(f"partition {self.topic}-{self.partition}: cannot place offset {offset} "
+                                        f"of epoch {last_fetched_epoch} in the log")
+        if epoch < last_fetched_epoch or end < offset:
+            return epoch, end
+        return None
+
+    @in_use
+    async def list_offset(self, timestamp: int, current_leader_epoch: int = -1) -> tuple[int, int, int] | None:
+        """ListOffsets for one partition: (offset, timestamp, leader epoch of that offset), None if none.
+
+        ``timestamp`` is a time or one of -1 (latest), -2 (earliest), -3 (max timestamp).
+        """
+        self._check_leader_epoch(current_leader_epoch)
+        found = self._log.offset_for_timestamp(timestamp)
+        if found is None:
+            return None
+        offset, ts = found
+        return offset, ts, self._log.epoch_for_offset(offset)
 
     # ------------------------------------------------------------- management
     @in_use
@@ -342,7 +428,12 @@ class PartitionActor:
         except KafkaStorageError as e:
             log.warning("closing %s-%d before reopening: %s", self.topic, self.partition, e)
         config = self._log.config
+        # A reopened log may have lost an unsynced tail: it leads in a new epoch, saved by the router first.
+        opened = await _router(self._router_name).open_partition.remote(
+            self.topic, self.partition, self.topic_id, uuid.uuid4().hex, newest_local_epoch(self.directory))
         self._log = PartitionLog(self.directory, config, producer_id_expiration_ms=self._producer_id_expiration_ms)
+        self._leader_epoch = opened["leader_epoch"]
+        self._log.start_leader_epoch(self._leader_epoch)
         self._producers = self._log.producer_state
         self._group_commit = GroupCommit(self._log)
         self._publish_state()
@@ -378,7 +469,7 @@ class PartitionActor:
     async def stats(self) -> dict[str, Any]:
         s = dict(self._log.stats())
         s.update(topic=self.topic, partition=self.partition, node_id=ray.get_runtime_context().get_node_id(),
-                 pid=os.getpid())
+                 pid=os.getpid(), leader_epoch=self._leader_epoch)
         if self._log.config.compacts:
             s["dirty_ratio"] = self._log.dirty_stats().ratio
         return s
@@ -397,6 +488,8 @@ class PartitionActor:
                 "fetch": self.fetch, "offsets": self.offsets,
                 "wait_for_data": self.wait_for_data, "offset_for_timestamp": self.offset_for_timestamp,
                 "max_timestamp_offset": self.max_timestamp_offset, "delete_records": self.delete_records,
+                "list_offset": self.list_offset, "end_offset_for_epoch": self.end_offset_for_epoch,
+                "diverging_epoch": self.diverging_epoch,
             })
         return self._channel.path if self._channel is not None else None
 

@@ -8,6 +8,10 @@ its files, and each partition recovers its own log from disk.
 A partition lives where its files are, and only there: when its node is gone the
 partition is offline (LEADER_NOT_AVAILABLE, naming the node it waits for) until a
 node with that id or address is back; it is never re-created empty elsewhere.
+Each partition has a leader epoch in the metadata (Kafka's): 0 at creation, one more
+for every new leader incarnation (a partition actor started again by Ray, re-placed
+after its node came back, or reopened), saved before the actor is told it; the
+actor stamps it on every batch it appends (see ``storage/leader_epochs.py``).
 Topic deletion is recorded in the metadata first and then carried out on each
 partition's node (rename to ``-delete``, then remove), under the router's lock,
 so a crash at any step finishes the deletion later and never resurrects records.
@@ -89,6 +93,7 @@ class RouterActor(SecurityMetadata):
         self._lock = asyncio.Lock()
         self._watch: asyncio.Task | None = None
         self._crash_at: str | None = None
+        self._pending_save: asyncio.Future | None = None
         self._refresh_nodes()
         changed = self._assign_missing_topic_ids() | self._add_internal_topics()
         self._producer_id_next = self._meta.get("producer_id_next", 0)
@@ -374,11 +379,65 @@ class RouterActor(SecurityMetadata):
 
     async def partition_config(self, topic: str, partition: int, topic_id: str) -> dict[str, str]:
         """The effective config a starting partition actor opens its log with (defaults + overrides)."""
+        return self._effective(self._existing(topic, partition, topic_id)).to_dict()
+
+    def _existing(self, topic: str, partition: int, topic_id: str) -> dict[str, Any]:
         t = self._meta["topics"].get(topic)
         if t is None or t["topic_id"] != topic_id or not 0 <= partition < t["partitions"]:
             raise UnknownTopicError(f"partition {topic}-{partition} of topic id {topic_id} does not exist "
                                     "(deleted, or another topic of that name)")
-        return self._effective(t).to_dict()
+        return t
+
+    async def open_partition(self, topic: str, partition: int, topic_id: str, incarnation: str,
+                             log_epoch: int = -1) -> dict[str, Any]:
+        """What a starting partition actor needs: its config and its leader epoch.
+
+        ``incarnation`` names this start of the actor (one per ``__init__``/reopen): a new one
+        bumps the epoch (the first one of a new partition takes epoch 0), saved before the
+        answer; the same one again (Ray retrying this call) gets the same epoch. The epoch is
+        also made larger than ``log_epoch``, the newest epoch the partition's files hold,
+        so metadata older than the log can never hand out an epoch already used.
+        """
+        t = self._existing(topic, partition, topic_id)
+        leader = self._leader(t, partition)
+        if leader["incarnation"] != incarnation:
+            epoch = leader["epoch"] + (0 if leader["incarnation"] is None else 1)
+            if log_epoch >= epoch:
+                epoch = log_epoch + 1
+            leader.update(epoch=epoch, incarnation=incarnation)
+            await self._save_soon()
+            log.info("partition %s-%d: leader epoch %d", topic, partition, epoch)
+        return {"config": self._effective(t).to_dict(), "leader_epoch": leader["epoch"]}
+
+    @staticmethod
+    def _leader(t: dict[str, Any], partition: int) -> dict[str, Any]:
+        """{"epoch", "incarnation"} of a partition's leader (epoch 0, none yet, for metadata from before epochs)."""
+        return t.setdefault("leaders", {}).setdefault(str(partition), {"epoch": 0, "incarnation": None})
+
+    def _epoch(self, t: dict[str, Any], partition: int) -> int:
+        return t.get("leaders", {}).get(str(partition), {}).get("epoch", 0)
+
+    async def _save_soon(self) -> None:
+        """Save the metadata once for every change made before the save starts (a group commit).
+
+        Many partitions start at once (a broker restart, a topic's first use); each must
+        have its epoch on disk before it is answered, but one write can cover them all.
+        """
+        fut = self._pending_save
+        if fut is None:
+            loop = asyncio.get_running_loop()
+            fut = self._pending_save = loop.create_future()
+            loop.call_soon(self._save_pending)
+        await asyncio.shield(fut)
+
+    def _save_pending(self) -> None:
+        fut, self._pending_save = self._pending_save, None
+        try:
+            self._save()
+        except BaseException as e:  # noqa: BLE001 - every waiter gets the error
+            fut.set_exception(e)
+        else:
+            fut.set_result(None)
 
     # ------------------------------------------------------------ node watch
     def _watching(self) -> None:
@@ -641,7 +700,7 @@ class RouterActor(SecurityMetadata):
             "partitions": [
                 {"partition": p, "node_id": t["placement"][str(p)]["node_id"],
                  "node_ip": t["placement"][str(p)]["node_ip"], "actor": actor_name(name, p),
-                 "online": not self._is_offline(name, p)}
+                 "online": not self._is_offline(name, p), "leader_epoch": self._epoch(t, p)}
                 for p in range(t["partitions"])
             ],
             "config": dict(t.get("config", {})),
@@ -706,7 +765,8 @@ class RouterActor(SecurityMetadata):
             out[name] = {"topic_id": t["topic_id"],
                          "partitions": [(self._handles.get((name, p)), t["placement"][str(p)]["node_id"])
                                         for p in range(t["partitions"])],
-                         "offline": [p for p in range(t["partitions"]) if self._is_offline(name, p)]}
+                         "offline": [p for p in range(t["partitions"]) if self._is_offline(name, p)],
+                         "leader_epochs": [self._epoch(t, p) for p in range(t["partitions"])]}
         return out
 
     async def partition(self, topic: str, partition: int, auto_create: bool = False):

@@ -35,6 +35,10 @@ class SecurityMetadata:
     async def scram_credential(self, user: str, mechanism: str) -> dict[str, Any] | None:
         return self._scram().get(user, {}).get(mechanism)
 
+    async def scram_version(self) -> int:
+        """Grows with every change of any SCRAM credential (durable, so it never goes back after a restart)."""
+        return self._meta.get("scram_version", 0)
+
     async def describe_scram(self, users: list[str] | None) -> list[dict[str, Any]]:
         """DescribeUserScramCredentials results: every user with credentials when ``users`` is None."""
         store = self._scram()
@@ -107,6 +111,8 @@ class SecurityMetadata:
                     store.setdefault(u["name"], {})[SCRAM_MECHANISMS[u["mechanism"]]] = dict(u["credential"])
                     changed = True
             if changed:
+                # lets password caches (the HTTP API's) drop what they verified against older credentials
+                self._meta["scram_version"] = self._meta.get("scram_version", 0) + 1
                 self._save()  # type: ignore[attr-defined]
         return [{"user": name, "error_code": errors.get(name, (0, None))[0],
                  "error_message": errors.get(name, (0, None))[1]} for name in dict.fromkeys(users)]

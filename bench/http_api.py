@@ -1,6 +1,6 @@
 """HTTP API benchmark: logan-ray's Ray Serve HTTP API side by side with its Kafka gateway, same run.
 
-    python bench/http_api.py [--records N] [--body-records B] [--singles S] [--rounds R]
+    python bench/http_api.py [--records N] [--body-records B] [--singles S] [--rounds R] [--auth]
 
 One broker (``logan-ray start --foreground`` as a child process: embedded
 single-node Ray, data on disk in a temporary folder, Kafka gateway and HTTP API
@@ -17,6 +17,12 @@ the median of the rounds is printed. Records are 100 B values, one partition.
 3. streaming read of the ``--records`` from offset 0: ``GET /stream/{topic}/0``
    (chunked NDJSON) read with httpx, records counted by line; Kafka: confluent-kafka
    consumer from the beginning.
+
+``--auth``: the same with security on, to see what it costs per request: the broker's
+one listener is SASL_PLAINTEXT (SCRAM-SHA-512) with the ACL authorizer, the HTTP API
+then takes HTTP Basic credentials of the same SCRAM user (``bench``, a super user, so
+every ACL check runs and passes) and Kafka clients log in with SCRAM. Also printed: what
+one uncached password check costs (the PBKDF2 the HTTP API's cache saves per request).
 """
 from __future__ import annotations
 
@@ -53,27 +59,45 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+USER, PASSWORD = "bench", "bench-password"
+
+
 class Broker:
-    def __init__(self, workdir: str) -> None:
+    def __init__(self, workdir: str, auth: bool = False) -> None:
         self.kafka_port, self.http_port = free_port(), free_port()
-        self.bootstrap = f"127.0.0.1:{self.kafka_port}"
+        self.kafka = {"bootstrap.servers": f"127.0.0.1:{self.kafka_port}"}  # client settings
         self.url = f"http://127.0.0.1:{self.http_port}"
+        self.auth = (USER, PASSWORD) if auth else None
         data_dir = os.path.join(workdir, "data")
         env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token")
         self.log = open(os.path.join(workdir, "broker.log"), "wb")
+        where = ["--port", str(self.kafka_port)]
+        if auth:
+            where = ["--config", f"listeners=SASL_PLAINTEXT://127.0.0.1:{self.kafka_port}",
+                     "--config", "sasl.enabled.mechanisms=SCRAM-SHA-512",
+                     "--config", "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
+                     "--config", f"super.users=User:{USER}"]
+            self.kafka.update({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512",
+                               "sasl.username": USER, "sasl.password": PASSWORD})
+        cli = [sys.executable, "-m", "logan_ray.cli", "--data-dir", data_dir]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "logan_ray.cli", "--data-dir", data_dir, "start", "--foreground",
-             "--port", str(self.kafka_port), "--http", f"127.0.0.1:{self.http_port}"],
+            [*cli, "start", "--foreground", *where, "--http", f"127.0.0.1:{self.http_port}"],
             stdout=self.log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
         import httpx
 
         deadline = time.monotonic() + 240
+        user_set = not auth
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the broker exited early; see {self.log.name}")
             try:
-                if httpx.get(f"{self.url}/topic", timeout=5).status_code == 200:
+                status = httpx.get(f"{self.url}/topic", auth=self.auth, timeout=5).status_code
+                if status == 200:
                     return
+                if status == 401 and not user_set:
+                    subprocess.run([*cli, "users", "set", USER, "--password-stdin"], input=PASSWORD.encode(),
+                                   env=env, check=True, capture_output=True)
+                    user_set = True
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
@@ -147,10 +171,10 @@ def http_stream(http, topic: str, n: int) -> float:
 
 
 # ------------------------------------------------------------------ Kafka
-def kafka_publish(bootstrap: str, topic: str, n: int) -> float:
+def kafka_publish(kafka: dict, topic: str, n: int) -> float:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1048576,
+    p = Producer({**kafka, "acks": 1, "linger.ms": 5, "batch.size": 1048576,
                   "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 2_000_000})
     vals = [v.encode() for v in values(1000)]
     started = time.perf_counter()
@@ -162,10 +186,10 @@ def kafka_publish(bootstrap: str, topic: str, n: int) -> float:
     return n / (time.perf_counter() - started)
 
 
-def kafka_single_publish(bootstrap: str, topic: str, n: int) -> tuple[float, float, float]:
+def kafka_single_publish(kafka: dict, topic: str, n: int) -> tuple[float, float, float]:
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 0})
+    p = Producer({**kafka, "acks": 1, "linger.ms": 0})
     p.produce(topic, b"warm-up", partition=0)
     p.flush(30)
     lat = []
@@ -180,10 +204,10 @@ def kafka_single_publish(bootstrap: str, topic: str, n: int) -> tuple[float, flo
     return n / elapsed, q[49] * 1e3, q[98] * 1e3
 
 
-def kafka_consume(bootstrap: str, topic: str, n: int) -> float:
+def kafka_consume(kafka: dict, topic: str, n: int) -> float:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-" + uuid.uuid4().hex, "enable.auto.commit": False,
+    c = Consumer({**kafka, "group.id": "bench-" + uuid.uuid4().hex, "enable.auto.commit": False,
                   "fetch.queue.backoff.ms": 1})
     c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
     got = 0
@@ -201,6 +225,7 @@ def main() -> None:
     ap.add_argument("--body-records", type=int, default=10_000)
     ap.add_argument("--singles", type=int, default=1_000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--auth", action="store_true", help="SASL/SCRAM + ACLs on Kafka, HTTP Basic + ACLs on HTTP")
     args = ap.parse_args()
     import httpx
 
@@ -208,23 +233,25 @@ def main() -> None:
     print(f"records of 100 B; {args.records} per throughput run, bodies of {args.body_records}, "
           f"{args.singles} single-record requests; median of {args.rounds} rounds\n", flush=True)
     workdir = tempfile.mkdtemp(prefix="bench-http-")
-    broker = Broker(workdir)
+    broker = Broker(workdir, args.auth)
+    if args.auth:
+        print("security on: Kafka SASL_PLAINTEXT SCRAM-SHA-512, HTTP Basic (same user), ACL authorizer\n")
     results: dict[str, list] = {}
     try:
-        with httpx.Client(base_url=broker.url, timeout=120) as http:
+        with httpx.Client(base_url=broker.url, timeout=120, auth=broker.auth) as http:
             for rnd in range(args.rounds):
                 ht, kt = f"http-{rnd}-{uuid.uuid4().hex[:6]}", f"kafka-{rnd}-{uuid.uuid4().hex[:6]}"
                 for t in (ht, kt):
                     assert http.post("/topic", json={"name": t}).status_code == 201
                 results.setdefault("http batched publish", []).append(
                     http_batched_publish(http, ht, args.records, args.body_records))
-                results.setdefault("kafka publish", []).append(kafka_publish(broker.bootstrap, kt, args.records))
+                results.setdefault("kafka publish", []).append(kafka_publish(broker.kafka, kt, args.records))
                 results.setdefault("http stream read", []).append(http_stream(http, ht, args.records))
-                results.setdefault("kafka consume", []).append(kafka_consume(broker.bootstrap, kt, args.records))
+                results.setdefault("kafka consume", []).append(kafka_consume(broker.kafka, kt, args.records))
                 results.setdefault("http single publish", []).append(http_single_publish(http, ht, args.singles))
                 results.setdefault("http GET static file", []).append(http_round_trip(http, args.singles))
                 results.setdefault("kafka single publish", []).append(
-                    kafka_single_publish(broker.bootstrap, kt, args.singles))
+                    kafka_single_publish(broker.kafka, kt, args.singles))
                 for t in (ht, kt):
                     http.delete(f"/topic/{t}")
                 print(f"round {rnd + 1}: " + ", ".join(
@@ -239,6 +266,47 @@ def main() -> None:
         runs = results[name]
         print(f"{name:24s} {statistics.median(r[0] for r in runs):>12,.0f} records/s   "
               f"p50 {statistics.median(r[1] for r in runs):.2f} ms   p99 {statistics.median(r[2] for r in runs):.2f} ms")
+    if args.auth:
+        print(f"{'uncached password check':24s} {uncached_check_ms():>12.2f} ms  (PBKDF2, SCRAM-SHA-512, 4096 iterations; "
+              "paid once per user and password until a credential changes)")
+        print(f"{'cached password check':24s} {cached_check_us():>12.1f} us  (what every other request pays, "
+              "in the replica)")
+
+
+def cached_check_us(n: int = 20000) -> float:
+    """A request's password check once verified: the cache's lookup (logan_ray.security.passwords)."""
+    import asyncio
+
+    from logan_ray.security import scram
+    from logan_ray.security.passwords import PasswordCache
+
+    cred = scram.new_credential("SCRAM-SHA-512", PASSWORD)
+
+    async def lookup(user: str, mechanism: str):
+        return cred if mechanism == "SCRAM-SHA-512" else None
+
+    async def version() -> int:
+        return 1
+
+    async def run() -> float:
+        cache = PasswordCache(lookup, version)
+        assert await cache.verify(USER, PASSWORD)
+        started = time.perf_counter()
+        for _ in range(n):
+            await cache.verify(USER, PASSWORD)
+        return (time.perf_counter() - started) / n * 1e6
+    return asyncio.run(run())
+
+
+def uncached_check_ms(n: int = 50) -> float:
+    """What the HTTP API's password cache saves on each request: one check against a stored SCRAM credential."""
+    from logan_ray.security import scram
+
+    cred = scram.new_credential("SCRAM-SHA-512", PASSWORD)
+    started = time.perf_counter()
+    for _ in range(n):
+        assert scram.check_password("SCRAM-SHA-512", cred, PASSWORD)
+    return (time.perf_counter() - started) / n * 1e3
 
 
 if __name__ == "__main__":

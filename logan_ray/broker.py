@@ -82,6 +82,22 @@ def uses_listeners(config: dict[str, str]) -> bool:
     return any(k == p or (p.endswith(".") and k.startswith(p)) for k in config for p in _LISTENER_KEYS)
 
 
+def _described(o: BrokerOptions, settings: "BrokerSettings") -> list[dict[str, Any]]:
+    """DescribeConfigs entries of the broker's settings; without ``listeners`` the --host/--port
+    flags are the one PLAINTEXT listener, shown as given when they differ from the default."""
+    from .broker_config import describe_entries
+
+    flags: dict[str, str] = {}
+    if not uses_listeners(o.config):
+        host = f"[{o.host}]" if ":" in o.host else o.host
+        if (o.host, o.port) != ("127.0.0.1", 9092):
+            flags["listeners"] = f"PLAINTEXT://{host}:{o.port}"
+        if o.advertised_host or o.advertised_port:
+            adv = o.advertised_host or o.host
+            flags["advertised.listeners"] = f"PLAINTEXT://{adv}:{o.advertised_port or o.port}"
+    return describe_entries(settings, skip=("log.dir",), given=flags)
+
+
 @dataclass
 class Broker:
     options: BrokerOptions
@@ -100,7 +116,7 @@ class Broker:
         o = self.options
         settings = o.resolve()  # unknown or bad settings fail before anything starts
         security = None
-        if o.gateway and uses_listeners(o.config):
+        if uses_listeners(o.config):  # also without gateways: the HTTP API takes the same security
             from .security.config import gateway_security
 
             security = gateway_security(settings)
@@ -129,7 +145,8 @@ class Broker:
             limits = {"queued_max_request_bytes": settings.get("queued.max.request.bytes"),
                       "max_connections": settings.get("max.connections"),
                       "max_connections_per_ip": settings.get("max.connections.per.ip"),
-                      "max_connections_per_ip_overrides": settings.get("max.connections.per.ip.overrides") or None}
+                      "max_connections_per_ip_overrides": settings.get("max.connections.per.ip.overrides") or None,
+                      "broker_configs": _described(o, settings)}
             # kept for the gateways of nodes that join later (sync_gateways)
             self._gateway_args = ((o.host, o.port, o.advertised_host, o.advertised_port),
                                   dict(max_frame_bytes=settings.get("socket.request.max.bytes"), limits=limits,
@@ -143,8 +160,13 @@ class Broker:
         if http is not None:
             from .http import start_http
 
+            from .http.security import http_security
+
             self.http_running = True
-            self.endpoints["http"] = start_http(http)
+            http_sec = http_security(security)
+            self.endpoints["http"] = start_http(http, http_sec)
+            if http_sec is not None and http_sec.authenticate:
+                self.endpoints["http_auth"] = "basic"  # HTTP Basic with the Kafka SCRAM users
         runtime_file.publish(self.endpoints)
         return self.endpoints
 

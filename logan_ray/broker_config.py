@@ -180,6 +180,26 @@ _SETTINGS: dict[str, _Setting] = {
     "allow.everyone.if.no.acl.found": _Setting(_bool, "false", "resources without ACLs are open to all"),
 }
 
+#: DescribeConfigs' config_type ids of Kafka's ConfigDef types (DescribeConfigsResponse.ConfigType).
+UNKNOWN, BOOLEAN, STRING, INT, LONG, LIST, PASSWORD = 0, 1, 2, 3, 5, 7, 9
+#: DescribeConfigs' config sources of a static broker setting.
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
+#: Kafka's ConfigDef type of each setting above. ``super.users`` and ``allow.everyone.if.no.acl.found``
+#: are the authorizer's own, not KafkaConfig's: Kafka cannot type them, so it reports them (only when
+#: given) as sensitive, without a value (KafkaConfig.maybeSensitive).
+KAFKA_TYPES: dict[str, int | None] = {
+    "auto.create.topics.enable": BOOLEAN, "num.partitions": INT, "log.dirs": STRING, "log.dir": STRING,
+    "listeners": STRING, "advertised.listeners": STRING, "listener.security.protocol.map": STRING,
+    "socket.request.max.bytes": INT, "queued.max.request.bytes": LONG, "max.connections": INT,
+    "max.connections.per.ip": INT, "max.connections.per.ip.overrides": STRING, "connections.max.reauth.ms": LONG,
+    "ssl.keystore.type": STRING, "ssl.keystore.location": STRING, "ssl.keystore.password": PASSWORD,
+    "ssl.key.password": PASSWORD, "ssl.truststore.type": STRING, "ssl.truststore.location": STRING,
+    "ssl.truststore.password": PASSWORD, "ssl.client.auth": STRING, "ssl.enabled.protocols": LIST,
+    "ssl.protocol": STRING, "ssl.cipher.suites": LIST, "ssl.endpoint.identification.algorithm": STRING,
+    "ssl.principal.mapping.rules": STRING, "sasl.enabled.mechanisms": LIST, "sasl.server.max.receive.size": INT,
+    "authorizer.class.name": STRING, "super.users": None, "allow.everyone.if.no.acl.found": None,
+}
+
 #: Kafka's broker-level defaults for topic configs (ServerTopicConfigSynonyms): broker name -> topic name.
 TOPIC_SYNONYMS: dict[str, str] = {
     "log.segment.bytes": "segment.bytes",
@@ -346,12 +366,12 @@ def _split(line: str) -> tuple[str, str]:
     return _unescape(key), _unescape(rest)
 
 
-def read_properties_file(path: str) -> dict[str, str]:
+def read_properties_file(path: str, option: str = "--config-file") -> dict[str, str]:
     try:
         with open(path, encoding="utf-8") as f:
             return parse_properties(f.read(), path)
     except OSError as e:
-        raise BrokerConfigError(f"cannot read --config-file {path}: {e.strerror or e}") from None
+        raise BrokerConfigError(f"cannot read {option} {path}: {e.strerror or e}") from None
 
 
 def parse_assignments(items: Iterable[str]) -> dict[str, str]:
@@ -362,4 +382,52 @@ def parse_assignments(items: Iterable[str]) -> dict[str, str]:
             raise BrokerConfigError(f"--config expects NAME=VALUE, got {item!r}")
         k, v = item.split("=", 1)
         out[k.strip()] = v.strip()
+    return out
+
+
+def _shown(kafka_type: int | None, raw: str | None, parsed: Any) -> str | None:
+    if raw is None:
+        return None
+    if kafka_type == LIST:
+        return ",".join(parsed)
+    if kafka_type == BOOLEAN:
+        return str(parsed).lower()
+    if kafka_type in (INT, LONG):
+        return str(parsed)
+    return raw.strip()
+
+
+def describe_entries(settings: BrokerSettings, skip: Iterable[str] = (),
+                     given: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """DescribeConfigs entries of the broker resource for the settings above, as Kafka's ConfigHelper
+    makes them: every KafkaConfig setting (the authorizer's own only when given), source
+    STATIC_BROKER_CONFIG when given and DEFAULT_CONFIG otherwise, and passwords (and settings Kafka
+    cannot type) sensitive with a null value; ``listener.name.<l>.<setting>`` overrides as given.
+    ``given`` adds settings the broker took from its own flags (--host/--port). All are read-only:
+    broker settings are fixed at start."""
+    given = {**settings.given, **(given or {})}
+    skipped = set(skip)
+    out = []
+
+    def entry(name: str, kafka_type: int | None, raw: str | None, parsed: Any, doc: str) -> dict[str, Any]:
+        sensitive = kafka_type is None or kafka_type == PASSWORD
+        return {"name": name, "value": None if sensitive else _shown(kafka_type, raw, parsed),
+                "read_only": True, "is_default": name not in given,
+                "config_source": STATIC_BROKER_CONFIG if name in given else DEFAULT_CONFIG,
+                "is_sensitive": sensitive, "synonyms": [], "config_type": kafka_type or UNKNOWN,
+                "documentation": doc}
+
+    for name, spec in _SETTINGS.items():
+        kafka_type = KAFKA_TYPES.get(name)
+        if name in skipped or (kafka_type is None and name not in given):
+            continue
+        raw = given.get(name, spec.default)
+        parsed = None if raw is None else spec.parse(name, raw)
+        out.append(entry(name, kafka_type, raw, parsed, spec.doc))
+    for name in sorted(given):
+        m = _LISTENER_PREFIX.match(name)
+        if m and name not in skipped:
+            base = m.group(2)
+            parsed = settings.per_listener.get(m.group(1), {}).get(base)
+            out.append(entry(name, KAFKA_TYPES.get(base), given[name], parsed, _SETTINGS[base].doc))
     return out

@@ -61,7 +61,11 @@ def _connect(args: argparse.Namespace):
     if args.bootstrap_server:
         from .kafka_backend import KafkaBackend
 
-        return KafkaBackend(args.bootstrap_server)
+        from .client_config import client_conf
+
+        conf = client_conf(args.command_config, args.security_protocol, args.sasl_mechanism, args.sasl_username,
+                           os.environ)
+        return KafkaBackend(args.bootstrap_server, conf)
     from . import client as _client
 
     _divert_ray_broadcasts()
@@ -211,7 +215,8 @@ def _print_endpoints(ep: dict[str, Any]) -> None:
     for name, eps in sorted((ep.get("listeners") or {}).items()):
         print(f"  listener {name}: {eps}")
     if ep.get("http"):
-        print(f"http:          {ep['http']}/  (console {ep['http']}/console, API docs {ep['http']}/docs)")
+        auth = ", HTTP Basic with the SCRAM users" if ep.get("http_auth") == "basic" else ""
+        print(f"http:          {ep['http']}/  (console {ep['http']}/console, API docs {ep['http']}/docs{auth})")
     if ep.get("dashboard"):
         print(f"ray dashboard: {ep['dashboard']}")
     sys.stdout.flush()
@@ -399,18 +404,24 @@ def cmd_groups(args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------- security
+def _security(args: argparse.Namespace):
+    """Users and ACLs: Kafka's admin APIs with --bootstrap-server, else the router through Ray."""
+    from .security_cli import RaySecurity
+
+    backend = _connect(args)
+    return backend.security if args.bootstrap_server else RaySecurity(backend)
+
+
 def cmd_users(args: argparse.Namespace) -> int:
     from .security_cli import run_users
 
-    _ray_only(args, "users")
-    return run_users(_connect(args), args)
+    return run_users(_security(args), args)
 
 
 def cmd_acls(args: argparse.Namespace) -> int:
     from .security_cli import run_acls
 
-    _ray_only(args, "acls")
-    return run_acls(_connect(args), args)
+    return run_acls(_security(args), args)
 
 
 # ----------------------------------------------------------------------- main
@@ -512,7 +523,19 @@ def _add_global_options(parser: argparse.ArgumentParser) -> None:
                         help="Ray cluster address to join (start) or attach to (default: the running broker's)")
     parser.add_argument("--bootstrap-server", default=argparse.SUPPRESS, metavar="HOST:PORT",
                         help="talk the Kafka protocol to this logan-ray gateway or Kafka broker instead of Ray "
-                             "(topic, produce, consume, groups, status)")
+                             "(topic, produce, consume, groups, status, users, acls)")
+    parser.add_argument("--command-config", default=argparse.SUPPRESS, metavar="client.properties",
+                        help="with --bootstrap-server: Kafka client settings of the connection (security.protocol, "
+                             "sasl.mechanism, sasl.jaas.config, ssl.truststore.location...), as Kafka's tools take")
+    parser.add_argument("--security-protocol", default=argparse.SUPPRESS,
+                        choices=["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"],
+                        help="with --bootstrap-server: the listener's protocol")
+    parser.add_argument("--sasl-mechanism", default=argparse.SUPPRESS,
+                        choices=["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"],
+                        help="with --sasl-username (default SCRAM-SHA-512)")
+    parser.add_argument("--sasl-username", default=argparse.SUPPRESS, metavar="USER",
+                        help="with --bootstrap-server: log in as USER; the password is read from "
+                             "$LOGAN_RAY_SASL_PASSWORD")
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for child in action.choices.values():
@@ -526,6 +549,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.data_dir = os.path.abspath(os.path.expanduser(args.data_dir))
     args.address = getattr(args, "address", None)
     args.bootstrap_server = getattr(args, "bootstrap_server", None)
+    connection_options = [name for name in ("command_config", "security_protocol", "sasl_mechanism", "sasl_username")
+                          if getattr(args, name, None) is not None]
+    for name in ("command_config", "security_protocol", "sasl_mechanism", "sasl_username"):
+        setattr(args, name, getattr(args, name, None))
+    if connection_options and not args.bootstrap_server:
+        _err(f"--{connection_options[0].replace('_', '-')} is for the Kafka connection: give --bootstrap-server too")
+        return 1
     if getattr(args, "acks", None) is not None and args.acks != "all":
         args.acks = int(args.acks)
     try:

@@ -31,6 +31,7 @@ from logan_ray.common.errors import (  # noqa: F401  (re-exported)
 from logan_ray.storage.dir_lock import DataDirLockedError  # noqa: F401  (re-exported)
 from logan_ray.storage.errors import (  # noqa: F401  (re-exported)
     CorruptRecordError,
+    FencedLeaderEpochError,
     InvalidConfigError,
     InvalidRecordError,
     InvalidTimestampError,
@@ -40,6 +41,7 @@ from logan_ray.storage.errors import (  # noqa: F401  (re-exported)
     LoganError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    UnknownLeaderEpochError,
     UnsupportedCompressionError,
 )
 from logan_ray.storage.producer_state import InvalidProducerEpochError, OutOfOrderSequenceError  # noqa: F401

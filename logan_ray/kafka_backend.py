@@ -50,6 +50,12 @@ def _error(e: BaseException, what: str) -> LoganError:
         return NonEmptyGroupError(f"{what}: consumer group still has members; stop them first")
     if code == KafkaError.INVALID_CONFIG:
         return InvalidConfigError(f"{what}: {err.str()}")
+    if code == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+        out = LoganError(f"{what}: CLUSTER_AUTHORIZATION_FAILED: this login may not do that on the cluster; "
+                         f"connect as a user in the broker's super.users, or have one grant it "
+                         f"(logan-ray acls add --cluster --operation alter|describe --principal User:NAME)")
+        out.code = code
+        return out
     out = LoganError(f"{what}: {err.name()}: {err.str()}")
     if code > 0:
         out.code = code
@@ -66,21 +72,40 @@ def _uuid(topic_id: Any) -> str:
 class KafkaBackend:
     """Admin, produce and consume through the Kafka protocol for the CLI."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, conf: dict[str, str] | None = None) -> None:
+        """``conf``: librdkafka settings of the connection (security: logan_ray.client_config)."""
+        from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import AdminClient
 
         self.bootstrap = bootstrap
-        self.conf = {"bootstrap.servers": bootstrap, "logger": _quiet_logger(), "client.id": "logan-ray-cli"}
-        self.admin = AdminClient(dict(self.conf))
+        self.login_errors: list[Any] = []  # SASL failures, which librdkafka reports only to error_cb
+
+        def on_error(err: Any) -> None:
+            if err.code() == KafkaError._AUTHENTICATION:
+                self.login_errors.append(err)
+        self.conf = {"bootstrap.servers": bootstrap, "logger": _quiet_logger(), "client.id": "logan-ray-cli",
+                     "error_cb": on_error, **(conf or {})}
+        try:
+            self.admin = AdminClient(dict(self.conf))
+        except KafkaException as e:  # e.g. a setting librdkafka does not know
+            raise InvalidConfigError(f"client settings: {e.args[0].str() if e.args else e}") from None
         self._metadata(None, PROBE_TIMEOUT_S)  # fail now, in seconds and in one line, if nothing answers there
 
     # ---------------------------------------------------------------- helpers
     def _metadata(self, topic: str | None, timeout: float = TIMEOUT_S):
-        from confluent_kafka import KafkaException
+        from confluent_kafka import KafkaError, KafkaException
+
+        from .client_config import PASSWORD_ENV
 
         try:
             return self.admin.list_topics(topic, timeout=timeout)
         except KafkaException as e:
+            self.admin.poll(0)  # serve error_cb
+            err = e.args[0] if e.args else None
+            if err is not None and err.code() == KafkaError._AUTHENTICATION or self.login_errors:
+                why = (self.login_errors or [err])[-1].str()
+                raise LoganError(f"login to {self.bootstrap} failed: {why}; check the SASL user and password "
+                                 f"(--sasl-username, ${PASSWORD_ENV} or --command-config)") from None
             raise NotRunningError(f"no Kafka broker answered at {self.bootstrap} within {timeout:.0f} s "
                                   f"({e.args[0].str() if e.args else e}); check --bootstrap-server") from None
 
@@ -182,6 +207,10 @@ class KafkaBackend:
     @property
     def groups(self) -> "KafkaGroups":
         return KafkaGroups(self)
+
+    @property
+    def security(self) -> "KafkaSecurity":
+        return KafkaSecurity(self)
 
     # ------------------------------------------------------- produce/consume
     def produce_lines(self, topic: str, lines: Iterable[bytes], key_separator: bytes | None, partition: int | None,
@@ -337,3 +366,82 @@ class KafkaGroups:
                                  failed[0].error.code())
         return {p: (before.get(p), target[p]) for p in parts}
 
+
+
+def _mechanism_name(m: Any) -> str:
+    return m.name.replace("_", "-")  # ScramMechanism.SCRAM_SHA_256 -> SCRAM-SHA-256
+
+
+class KafkaSecurity:
+    """``logan-ray users`` and ``acls`` over Kafka's admin APIs (Describe/AlterUserScramCredentials,
+    Describe/Create/DeleteAcls), with the shapes of ``security_cli.RaySecurity``. librdkafka sends a
+    new password salted and hashed (Kafka's SaltedPassword), never in clear."""
+
+    def __init__(self, backend: KafkaBackend) -> None:
+        self._b = backend
+
+    def users(self, names: list[str] | None = None) -> list[tuple[str, list[tuple[str, int]]]]:
+        admin = self._b.admin
+        if names is None:
+            found = self._b._wait(admin.describe_user_scram_credentials(None, request_timeout=TIMEOUT_S),
+                                  "list users")
+        else:
+            futures = admin.describe_user_scram_credentials(names, request_timeout=TIMEOUT_S)
+            found = {n: self._b._wait(f, f"describe user {n!r}") for n, f in futures.items()}
+        return sorted((user, [(_mechanism_name(c.mechanism), c.iterations) for c in d.scram_credential_infos])
+                      for user, d in found.items())
+
+    def _alter(self, alterations: list[Any], what: str) -> None:
+        futures = self._b.admin.alter_user_scram_credentials(alterations, request_timeout=TIMEOUT_S)
+        for f in futures.values():
+            self._b._wait(f, what)
+
+    def set_user(self, name: str, mechanisms: list[str], iterations: int, password: str) -> None:
+        from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+        self._alter([UserScramCredentialUpsertion(
+            name, ScramCredentialInfo(ScramMechanism[m.replace("-", "_")], iterations), password.encode())
+            for m in mechanisms], f"set user {name!r}")
+
+    def delete_user(self, name: str, mechanisms: list[str]) -> None:
+        from confluent_kafka.admin import ScramMechanism, UserScramCredentialDeletion
+
+        self._alter([UserScramCredentialDeletion(name, ScramMechanism[m.replace("-", "_")]) for m in mechanisms],
+                    f"delete user {name!r}")
+
+    @staticmethod
+    def _filter(b: list[Any] | None = None, principal: str | None = None) -> Any:
+        from confluent_kafka.admin import (AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType,
+                                           ResourceType)
+
+        if b is None:
+            return AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, principal, None,
+                                    AclOperation.ANY, AclPermissionType.ANY)
+        return AclBindingFilter(ResourceType(b[0]), b[1], ResourcePatternType(b[2]), b[3], b[4],
+                                AclOperation(b[5]), AclPermissionType(b[6]))
+
+    @staticmethod
+    def _binding(a: Any) -> list[Any]:
+        return [a.restype.value, a.name, a.resource_pattern_type.value, a.principal, a.host, a.operation.value,
+                a.permission_type.value]
+
+    def acls(self, principal: str | None = None) -> list[list[Any]]:
+        found = self._b._wait(self._b.admin.describe_acls(self._filter(None, principal), request_timeout=TIMEOUT_S),
+                              "list ACLs")
+        return [self._binding(a) for a in found]
+
+    def add_acls(self, bindings: list[list[Any]]) -> None:
+        from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, ResourcePatternType,
+                                           ResourceType)
+
+        new = [AclBinding(ResourceType(b[0]), b[1], ResourcePatternType(b[2]), b[3], b[4], AclOperation(b[5]),
+                          AclPermissionType(b[6])) for b in bindings]
+        for f in self._b.admin.create_acls(new, request_timeout=TIMEOUT_S).values():
+            self._b._wait(f, "add ACLs")
+
+    def remove_acls(self, bindings: list[list[Any]]) -> list[list[Any]]:
+        filters = [self._filter(b) for b in bindings]  # every field given: matches exactly that binding
+        removed = []
+        for f in self._b.admin.delete_acls(filters, request_timeout=TIMEOUT_S).values():
+            removed += [self._binding(a) for a in self._b._wait(f, "remove ACLs")]
+        return removed

@@ -1,9 +1,10 @@
 """``logan-ray users`` and ``logan-ray acls``: SCRAM credentials and ACLs of the running broker.
 
 Both talk to the router through Ray (the operator's side of the cluster, like
-Kafka's ``kafka-configs --bootstrap-controller``); passwords are read from stdin
-or a prompt, turned into salted SCRAM credentials here, and never sent or stored
-in clear.
+Kafka's ``kafka-configs --bootstrap-controller``), or with ``--bootstrap-server`` to
+a gateway through Kafka's own admin APIs (``kafka_backend.KafkaSecurity``), as the
+logged-in principal. Passwords are read from stdin or a prompt and never sent or
+stored in clear (salted SCRAM credentials over Ray, Kafka's SaltedPassword over Kafka).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 from typing import Any
 
 from ._ray import get
+from .errors import LoganError
 from .security import scram
 
 
@@ -43,37 +45,61 @@ def _password(args: argparse.Namespace) -> str:
     return line
 
 
-def run_users(client: Any, args: argparse.Namespace) -> int:
-    router = client.router
+class RaySecurity:
+    """Users and ACLs through the router's actor (Ray); ``kafka_backend.KafkaSecurity`` is the same over Kafka."""
+
+    def __init__(self, client: Any) -> None:
+        self._router = client.router
+
+    def users(self, names: list[str] | None = None) -> list[tuple[str, list[tuple[str, int]]]]:
+        return [(r["user"], [(scram.BY_CODE[c["mechanism"]], c["iterations"]) for c in r["credential_infos"]])
+                for r in get(self._router.describe_scram.remote(names)) if not r["error_code"]]
+
+    def _alter(self, deletions: list[dict], upserts: list[dict]) -> None:
+        for r in get(self._router.alter_scram.remote(deletions, upserts)):
+            if r["error_code"]:
+                raise ValueError(f"user {r['user']}: {r['error_message']}")
+
+    def set_user(self, name: str, mechanisms: list[str], iterations: int, password: str) -> None:
+        self._alter([], [{"name": name, "mechanism": scram.MECHANISMS[m][0], "iterations": iterations,
+                          "credential": scram.new_credential(m, password, iterations)} for m in mechanisms])
+
+    def delete_user(self, name: str, mechanisms: list[str]) -> None:
+        self._alter([{"name": name, "mechanism": scram.MECHANISMS[m][0]} for m in mechanisms], [])
+
+    def acls(self, principal: str | None = None) -> list[list[Any]]:
+        _version, bindings = get(self._router.acls.remote())
+        return [b for b in bindings if principal is None or b[3] == principal]
+
+    def add_acls(self, bindings: list[list[Any]]) -> None:
+        get(self._router.add_acls.remote(bindings))
+
+    def remove_acls(self, bindings: list[list[Any]]) -> list[list[Any]]:
+        return get(self._router.remove_acls.remote(bindings))
+
+
+def run_users(sec: Any, args: argparse.Namespace) -> int:
+    """``sec``: a :class:`RaySecurity` or a ``kafka_backend.KafkaSecurity``."""
     if args.users_cmd == "list":
-        for r in get(router.describe_scram.remote(None)):
-            mechs = ", ".join(f"{scram.BY_CODE[c['mechanism']]} ({c['iterations']} iterations)"
-                              for c in r["credential_infos"])
-            print(f"{r['user']}: {mechs}")
+        for user, creds in sec.users():
+            print(f"{user}: " + ", ".join(f"{m} ({n} iterations)" for m, n in creds))
         return 0
     mechanisms = args.mechanism or sorted(scram.MECHANISMS)
     if args.users_cmd == "set":
         if not scram.MIN_ITERATIONS <= args.iterations <= scram.MAX_ITERATIONS:
             raise ValueError(f"--iterations must be in [{scram.MIN_ITERATIONS}, {scram.MAX_ITERATIONS}]")
-        password = _password(args)
-        upserts = [{"name": args.name, "mechanism": scram.MECHANISMS[m][0], "iterations": args.iterations,
-                    "credential": scram.new_credential(m, password, args.iterations)} for m in mechanisms]
-        results = get(router.alter_scram.remote([], upserts))
-    else:
-        deletions = [{"name": args.name, "mechanism": scram.MECHANISMS[m][0]} for m in mechanisms]
-        if not args.mechanism:  # "delete NAME": whatever mechanisms it has
-            have = get(router.describe_scram.remote([args.name]))[0]["credential_infos"]
-            deletions = [{"name": args.name, "mechanism": c["mechanism"]} for c in have]
-            if not deletions:
-                raise ValueError(f"user {args.name!r} has no SCRAM credentials")
-        results = get(router.alter_scram.remote(deletions, []))
-    for r in results:
-        if r["error_code"]:
-            raise ValueError(f"user {r['user']}: {r['error_message']}")
-    if args.users_cmd == "set":
+        sec.set_user(args.name, mechanisms, args.iterations, _password(args))
         print(f"set the {', '.join(mechanisms)} credentials of {args.name}")
-    else:
-        print(f"deleted the SCRAM credentials of {args.name}")
+        return 0
+    if not args.mechanism:  # "delete NAME": whatever mechanisms it has
+        try:
+            mechanisms = [m for user, creds in sec.users([args.name]) for m, _ in creds]
+        except LoganError:  # Kafka answers RESOURCE_NOT_FOUND for a user without credentials
+            mechanisms = []
+        if not mechanisms:
+            raise ValueError(f"user {args.name!r} has no SCRAM credentials")
+    sec.delete_user(args.name, mechanisms)
+    print(f"deleted the SCRAM credentials of {args.name}")
     return 0
 
 
@@ -134,21 +160,19 @@ def _describe(b: Any) -> str:
     return f"{perm} {b[3]} {ops.get(b[5], b[5])} on {rtypes.get(b[0], b[0])} {b[1]} ({pattern}) from host {b[4]}"
 
 
-def run_acls(client: Any, args: argparse.Namespace) -> int:
-    router = client.router
+def run_acls(sec: Any, args: argparse.Namespace) -> int:
+    """``sec``: a :class:`RaySecurity` or a ``kafka_backend.KafkaSecurity``."""
     if args.acls_cmd == "list":
-        _version, bindings = get(router.acls.remote())
-        for b in bindings:
-            if args.principal is None or b[3] == args.principal:
-                print(_describe(b))
+        for b in sec.acls(args.principal):
+            print(_describe(b))
         return 0
     bindings = _bindings(args)
     if args.acls_cmd == "add":
-        get(router.add_acls.remote(bindings))
+        sec.add_acls(bindings)
         for b in bindings:
             print(f"added: {_describe(b)}")
         return 0
-    removed = get(router.remove_acls.remote(bindings))
+    removed = sec.remove_acls(bindings)
     if not removed:
         raise ValueError("no such ACL")
     for b in removed:

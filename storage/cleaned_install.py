@@ -1,10 +1,9 @@
-"""Installing a cleaning pass into the live log: the checks before the swap, and the old files after it.
+"""Installing a cleaning pass into the live log: the checks, the swap, and the old files after it.
 
-``PartitionLog.install_cleaned`` holds the log's lock and runs the swap
-protocol of :mod:`.swap`; this module holds what it works with: a cleaned
-segment opened and checked against the run of segments it replaces, and the
-replaced files, deleted after ``file.delete.delay.ms`` and only then their
-manifest.
+:func:`install_cleaned` (behind ``PartitionLog.install_cleaned``) holds the
+log's lock and runs the swap protocol of :mod:`.swap`: each cleaned segment is
+opened and checked against the run of segments it replaces, and the replaced
+files are deleted after ``file.delete.delay.ms`` and only then their manifest.
 """
 from __future__ import annotations
 
@@ -12,10 +11,13 @@ import logging
 import os
 from typing import NamedTuple
 
-from .compaction import CleanedGroup, step
+from . import pending_deletes
+from .cleaner_checkpoint import CleanerCheckpoint, write_checkpoint
+from .compaction import CleanedGroup, CleanResult, step
 from .config import TopicConfig
+from .log_state import LogState
 from .segment import Segment
-from .swap import PENDING_SUFFIX
+from .swap import PENDING_SUFFIX, discard_pending, write_manifest
 from .sync import fsync_dir
 
 log = logging.getLogger(__name__)
@@ -76,3 +78,61 @@ def prepare_cleaned(
         log.error("%s: cleaned segment %s failed its checks; not installed", name, seg.path)
         return None
     return seg, first, old
+
+
+def install_cleaned(st: LogState, result: CleanResult) -> SwapReport:
+    """Swap a cleaning pass's segments into the live log; the short critical section of compaction.
+
+    Groups go in offset order; each replaces its old segments only if they are
+    still exactly what the cleaner read (retention, DeleteRecords or another
+    swap may have changed the log meanwhile), otherwise it and the rest are
+    discarded. One fsynced manifest commits all of them (see :mod:`.swap`),
+    then renames and the in-memory switch follow. Old files stay for
+    ``file.delete.delay.ms`` (readers of earlier slices keep working: new files
+    never reuse their names). The cleaner checkpoint moves only once every
+    group is in.
+    """
+    if os.path.abspath(result.directory) != st.directory:
+        raise ValueError(f"cleaning result for {result.directory} handed to the log in {st.directory}")
+    with st.lock:
+        st.check_open()
+        now = st.clock()
+        groups = list(result.groups)
+        prepared = []
+        for gi, group in enumerate(groups):
+            new = prepare_cleaned(st.name, st.directory, st.segments, group, st.config)
+            if new is None:
+                for rest in groups[gi:]:
+                    discard_pending(st.directory, rest.stem)
+                log.warning("%s: the log changed during cleaning; discarded %d cleaned segments",
+                            st.name, len(groups) - gi)
+                break
+            prepared.append(new)
+        installed, replaced = len(prepared), sum(len(old) for _, _, old in prepared)
+        if prepared:
+            step("before-manifest")
+            manifest = write_manifest(st.directory, [(seg.stem, [o.stem for o in old]) for seg, _, old in prepared])
+            step("manifest-written")
+            for seg, _, old in prepared:
+                seg.finalize()
+                step("renamed")
+                seg.durable = True
+                first = st.segments.index(old[0])
+                st.segments[first:first + len(old)] = [seg]
+            st.bases = [s.base_offset for s in st.segments]
+            fsync_dir(st.directory)
+            replaced_segments = ReplacedSegments(manifest, [o for _, _, old in prepared for o in old])
+            pending_deletes.schedule(st, [replaced_segments], now)
+        if installed == len(groups):
+            checkpoint = result.checkpoint
+            if checkpoint.clean_offset > st.log_end:  # the log was cut back meanwhile
+                checkpoint = CleanerCheckpoint(st.log_start)
+            write_checkpoint(st.directory, checkpoint)
+            st.cleaner_checkpoint = checkpoint
+            step("checkpoint-written")
+        st.stats["cleanings"] += 1
+        st.stats["segments_cleaned"] += replaced
+        due = pending_deletes.take_due(st, now)
+        report = SwapReport(installed, len(groups) - installed, replaced, st.cleaner_checkpoint.clean_offset)
+    pending_deletes.delete_files(st, due)
+    return report

@@ -102,3 +102,17 @@ class KafkaStorageError(LoganError):
     def __init__(self, message: str, *, appended: object = None):
         super().__init__(message)
         self.appended = appended
+
+
+class FencedLeaderEpochError(LoganError):
+    """The caller's leader epoch is older than this leader's (KIP-320): it must refresh its metadata."""
+
+    code = 74  # FENCED_LEADER_EPOCH
+    retriable = True
+
+
+class UnknownLeaderEpochError(LoganError):
+    """The caller's leader epoch is newer than this leader's: the leader has not caught up with the change yet."""
+
+    code = 75  # UNKNOWN_LEADER_EPOCH
+    retriable = True

@@ -9,8 +9,27 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Sequence
 
-from .errors import CorruptRecordError
+from .errors import CorruptRecordError, OffsetOutOfRangeError
+from .log_state import LogState
 from .segment import Segment
+
+
+def locate_ranges(
+    st: LogState, offset: int, max_bytes: int, max_offset: int | None, min_one: bool
+) -> list[tuple[Segment, int, int]]:
+    """:func:`batch_ranges` of the live log for a fetch at ``offset``; the caller holds ``st.lock``.
+
+    ``offset`` must lie between the log start and the log end (inclusive) and
+    ``max_offset`` (a high watermark, exclusive) is capped at the log end.
+    """
+    st.check_open()
+    if not isinstance(offset, int) or offset < st.log_start or offset > st.log_end:
+        raise OffsetOutOfRangeError(
+            f"offset {offset} is out of range for partition {st.name}: "
+            f"valid offsets are {st.log_start} (log start) to {st.log_end} (log end)"
+        )
+    limit = st.log_end if max_offset is None else min(max_offset, st.log_end)
+    return batch_ranges(st.segments, st.bases, offset, max_bytes, limit, min_one)
 
 
 def batch_ranges(

@@ -12,6 +12,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from logan_ray.broker_config import KAFKA_TYPES
 from logan_ray.protocol import errors as codes
 
 from .cluster import ZERO_UUID, error_code, error_message
@@ -140,7 +141,7 @@ async def _broker_rows(gw: GatewayContext) -> list[tuple[str, str, bool]]:
     ]
 
 
-async def _describe_one(gw: GatewayContext, r: dict, version: int) -> dict:
+async def _describe_one(gw: GatewayContext, r: dict, version: int, body_flags: dict) -> dict:
     rtype, name = r["resource_type"], r["resource_name"]
     out = {"error_code": codes.NONE, "error_message": None, "resource_type": rtype, "resource_name": name,
            "configs": []}
@@ -154,6 +155,8 @@ async def _describe_one(gw: GatewayContext, r: dict, version: int) -> dict:
                 return out
             rows = await _broker_rows(gw)
             read_only, source_of = True, (lambda d: DEFAULT_CONFIG if d else STATIC_BROKER_CONFIG)
+            live = {k for k, _, _ in rows}  # what the gateway runs with wins over the settings as given
+            extra = [e for e in gw.broker_configs if e["name"] not in live]
         elif rtype == BROKER_LOGGER:
             return out
         else:
@@ -164,16 +167,20 @@ async def _describe_one(gw: GatewayContext, r: dict, version: int) -> dict:
         return out
     keys = r.get("configuration_keys")
     wanted = None if not keys else set(keys)
-    out["configs"] = [
+    entries = [
         {"name": k, "value": v, "read_only": read_only, "is_default": is_default,
-         "config_source": source_of(is_default), "is_sensitive": False, "synonyms": [], "config_type": 0,
-         "documentation": None}
-        for k, v, is_default in rows if wanted is None or k in wanted]
+         "config_source": source_of(is_default), "is_sensitive": False, "synonyms": [],
+         "config_type": (KAFKA_TYPES.get(k) or 0) if rtype == BROKER else 0, "documentation": None}
+        for k, v, is_default in rows]
+    if rtype == BROKER:
+        docs = bool(body_flags.get("include_documentation"))
+        entries += [{**e, "documentation": e.get("documentation") if docs else None} for e in extra]
+    out["configs"] = [e for e in entries if wanted is None or e["name"] in wanted]
     return out
 
 
 async def describe_configs(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
-    results = await asyncio.gather(*(_describe_one(gw, r, header.api_version) for r in body["resources"]))
+    results = await asyncio.gather(*(_describe_one(gw, r, header.api_version, body) for r in body["resources"]))
     return {"throttle_time_ms": 0, "results": list(results)}
 
 

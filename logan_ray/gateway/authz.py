@@ -57,6 +57,7 @@ _PARTITIONED = {
         acl.DESCRIBE),
     21: ("topics", "name", "partitions", "partition_index", "topics", "name", "partitions", "partition_index",
          acl.DELETE),
+    23: ("topics", "topic", "partitions", "partition", "topics", "topic", "partitions", "partition", acl.DESCRIBE),
     8: ("topics", "name", "partitions", "partition_index", "topics", "name", "partitions", "partition_index",
         acl.READ),
 }
@@ -222,11 +223,12 @@ def _find_coordinator(key: int, version: int, body: dict, ok: Callable) -> tuple
 
 def _committed_topics(topics: list[dict], named: bool, ok: Callable) -> list[dict]:
     """OffsetFetch answers: topics the principal may not describe are left out of an all-topics answer
-    and answered TOPIC_AUTHORIZATION_FAILED when named (v10 names topics by id: left as they are)."""
+    and answered TOPIC_AUTHORIZATION_FAILED when named. Checks go by name, which is why OffsetFetch v10
+    (topics by id) is not served (gateway/groups.py); an entry without a name is never shown."""
     out = []
     for t in topics:
         name = t.get("name")
-        if not name or ok(acl.DESCRIBE, acl.TOPIC, name):
+        if name and ok(acl.DESCRIBE, acl.TOPIC, name):
             out.append(t)
         elif named:
             out.append({**t, "partitions": [{**p, "committed_offset": -1, "metadata": None, "error_code": TOPIC_DENIED}

@@ -67,7 +67,8 @@ def is_stale_route(exc: BaseException) -> bool:
 
 #: Partition actor methods that change nothing: repeating one after any failure is harmless.
 READ_METHODS = frozenset({"locate", "fetch", "offsets", "wait_for_data", "offset_for_timestamp",
-                          "max_timestamp_offset", "read_records"})
+                          "max_timestamp_offset", "read_records", "list_offset", "end_offset_for_epoch",
+                          "diverging_epoch", "leader_epoch"})
 
 
 def refused_by_hibernation(exc: BaseException) -> bool:
@@ -95,13 +96,15 @@ class Partition:
     or crashed and the caller must look again) asks the router for the current one.
     """
 
-    __slots__ = ("handle", "node_id", "local", "_link", "_activate", "_down")
+    __slots__ = ("handle", "node_id", "local", "leader_epoch", "_link", "_activate", "_down")
 
     def __init__(self, handle: Any, node_id: str, local: bool, link: ChannelLink | None = None,
-                 activate: Activator | None = None, offline: bool | None = None) -> None:
+                 activate: Activator | None = None, offline: bool | None = None, leader_epoch: int = -1) -> None:
         self.handle = handle
         self.node_id = node_id
         self.local = local
+        #: the partition's leader epoch as the router had it when this route was fetched (Metadata shows it)
+        self.leader_epoch = leader_epoch
         self._link = link
         self._activate = activate
         self._down = handle is None if offline is None else offline
@@ -113,7 +116,7 @@ class Partition:
 
     def leader_hint(self) -> dict:
         """KIP-951 ``current_leader`` for a NOT_LEADER_OR_FOLLOWER answer: the broker to go to."""
-        return {"leader_id": broker_id(self.node_id), "leader_epoch": -1}
+        return {"leader_id": broker_id(self.node_id), "leader_epoch": self.leader_epoch}
 
     async def call(self, method: str, *args: Any, payload: Any = None) -> Any:
         """Call a partition actor method: over the node-local channel when there is one, else by Ray.
@@ -203,11 +206,13 @@ class Cluster:
             self._forget_id(name)
             return None
         offline = set(route.get("offline", ()))
+        epochs = route.get("leader_epochs") or [-1] * len(route["partitions"])
         routed = []
         for i, (h, n) in enumerate(route["partitions"]):
             local = n == self.node_id and i not in offline
             routed.append(Partition(h, n, local, self._link(h) if h is not None and local else None,
-                                    activate=self._activator(name, i, local), offline=i in offline))
+                                    activate=self._activator(name, i, local), offline=i in offline,
+                                    leader_epoch=epochs[i]))
         for p in routed:  # open the channels now, so a client's first produce or fetch doesn't wait
             if p.local and p._link is not None and p._link.client is None and not p._link.lock.locked():
                 asyncio.ensure_future(p._link.get(p.handle)).add_done_callback(ignore_outcome)

@@ -8,6 +8,12 @@ the connection sends the encoded response header followed by the ranges with
 moment an append makes enough data available. Fetch sessions (KIP-227) are not
 offered: every request is a full, session-less fetch, which clients fall back to
 when the broker answers with session id 0.
+
+Leader epochs (KIP-320): each partition's ``current_leader_epoch`` goes to the
+partition actor with the locate call, which answers FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH when it differs from its own; a ``last_fetched_epoch``
+(v12+, sent by followers) is first checked for divergence, answered with
+``diverging_epoch`` and no records (KIP-595), as a Kafka leader does.
 """
 from __future__ import annotations
 
@@ -43,13 +49,16 @@ def _partition_result(index: int, code: int = codes.NONE, hw: int = -1, log_star
 class _Slot:
     """One requested partition and what we found for it so far."""
 
-    __slots__ = ("topic", "index", "offset", "max_bytes", "part", "result", "slices")
+    __slots__ = ("topic", "index", "offset", "max_bytes", "epoch", "last_fetched_epoch", "part", "result", "slices")
 
-    def __init__(self, topic: str | None, index: int, offset: int, max_bytes: int) -> None:
+    def __init__(self, topic: str | None, index: int, offset: int, max_bytes: int, epoch: int = -1,
+                 last_fetched_epoch: int = -1) -> None:
         self.topic = topic
         self.index = index
         self.offset = offset
         self.max_bytes = max_bytes
+        self.epoch = epoch  # the client's current_leader_epoch (-1: no fencing)
+        self.last_fetched_epoch = last_fetched_epoch
         self.part: Partition | None = None
         self.result: dict | None = None  # final answer (error or data)
         self.slices: list = []
@@ -70,10 +79,11 @@ async def _locate(gw: GatewayContext, slot: _Slot, max_bytes: int, max_wait_ms: 
             slot.result = _partition_result(slot.index, codes.NONE, hw, log_start)
             return
     try:
-        slices, hw, log_start = await part.call("locate", slot.offset, max_bytes, max_wait_ms, min_bytes)
+        slices, hw, log_start = await part.call("locate", slot.offset, max_bytes, max_wait_ms, min_bytes, None,
+                                                slot.epoch)
     except Exception as e:
         code = error_code(e)
-        if is_stale_route(e):
+        if is_stale_route(e) or code in EPOCH_ERRORS:
             gw.cluster.forget(slot.topic)
         hw = log_start = -1
         if code == codes.OFFSET_OUT_OF_RANGE:
@@ -99,6 +109,7 @@ async def _locate(gw: GatewayContext, slot: _Slot, max_bytes: int, max_wait_ms: 
 # (slices of immutable, CRC-checked batches), at worst a little shorter than a
 # fresh one; if it is empty or too small for min_bytes, a normal locate follows.
 _AHEAD = "fetch_ahead"
+EPOCH_ERRORS = (codes.FENCED_LEADER_EPOCH, codes.UNKNOWN_LEADER_EPOCH)
 AHEAD_WALK_MAX = 64  # batch headers read to find where the answer ends
 
 
@@ -106,8 +117,8 @@ async def _take_ahead(ahead: dict, slot: _Slot, max_bytes: int, min_bytes: int):
     entry = ahead.pop((slot.topic, slot.index), None)
     if entry is None:
         return None
-    offset, limit, future = entry
-    if offset != slot.offset or limit != max_bytes:
+    offset, limit, epoch, future = entry
+    if offset != slot.offset or limit != max_bytes or epoch != slot.epoch:
         future.add_done_callback(ignore_outcome)
         return None
     try:
@@ -135,8 +146,8 @@ def _read_ahead(conn: "Connection", slot: _Slot, max_bytes: int) -> None:
     old = ahead.pop((slot.topic, slot.index), None)
     if old is not None:
         old[2].add_done_callback(ignore_outcome)
-    future = asyncio.ensure_future(slot.part.call("locate", nxt, max_bytes, 0, 0))
-    ahead[(slot.topic, slot.index)] = (nxt, max_bytes, future)
+    future = asyncio.ensure_future(slot.part.call("locate", nxt, max_bytes, 0, 0, None, slot.epoch))
+    ahead[(slot.topic, slot.index)] = (nxt, max_bytes, slot.epoch, future)
 
 
 async def _wait_any(slots: list[_Slot], timeout_s: float) -> None:
@@ -177,7 +188,8 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
     live: list[_Slot] = []
     for t in topics:
         name = names.get(t["topic_id"]) if by_id else t["topic"]
-        slots = [_Slot(name, p["partition"], p["fetch_offset"], p["partition_max_bytes"]) for p in t["partitions"]]
+        slots = [_Slot(name, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
+                       p.get("current_leader_epoch", -1), p.get("last_fetched_epoch", -1)) for p in t["partitions"]]
         groups.append(({"topic": t.get("topic", ""), "topic_id": t.get("topic_id")}, slots))
         for s in slots:
             if name is None:
@@ -195,6 +207,8 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
             elif not s.part.local:  # KIP-951: name the right broker
                 s.result = _partition_result(s.index, codes.NOT_LEADER_OR_FOLLOWER)
                 s.result["current_leader"] = s.part.leader_hint()
+            elif s.last_fetched_epoch >= 0 and await _diverging(gw, s):
+                pass  # answered: no records, the epoch where the fetcher's log diverges
             else:
                 live.append(s)
     ahead = conn.state.get(_AHEAD)
@@ -219,11 +233,45 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
             except OSError:
                 pass
     for topic, slots in groups:
+        for s in slots:
+            if s.result["error_code"] == codes.FENCED_LEADER_EPOCH and s.topic is not None:
+                await _hint_leader(gw, s)
         topic["partitions"] = [s.result for s in slots]
         response["responses"].append(topic)
     response["node_endpoints"] = await leader_endpoints(
         gw, [s.result.get("current_leader") for _, slots in groups for s in slots])
     return response
+
+
+async def _diverging(gw: GatewayContext, slot: _Slot) -> bool:
+    """A follower's fetch (``last_fetched_epoch`` set): True when answered here, with an error or with
+    the ``diverging_epoch`` its log must be truncated to; False when it fetches as usual."""
+    part = slot.part
+    assert part is not None
+    try:
+        found = await part.call("diverging_epoch", slot.offset, slot.last_fetched_epoch, slot.epoch)
+        if found is None:
+            return False
+        log_start, hw = await part.call("offsets")
+    except Exception as e:
+        code = error_code(e)
+        if is_stale_route(e) or code in EPOCH_ERRORS:
+            gw.cluster.forget(slot.topic)
+        slot.result = _partition_result(slot.index, code)
+        return True
+    slot.result = _partition_result(slot.index, codes.NONE, hw, log_start)
+    slot.result["diverging_epoch"] = {"epoch": found[0], "end_offset": found[1]}
+    return True
+
+
+async def _hint_leader(gw: GatewayContext, slot: _Slot) -> None:
+    """KIP-951: a FENCED_LEADER_EPOCH answer names the leader and its epoch, from fresh routes."""
+    try:
+        part = await gw.cluster.partition(slot.topic, slot.index)
+    except Exception:
+        return
+    if part is not None and not part.offline:
+        slot.result["current_leader"] = part.leader_hint()
 
 
 async def _fit(gw: GatewayContext, live: list[_Slot], max_bytes: int) -> None:
@@ -259,7 +307,7 @@ async def _open(gw: GatewayContext, s: _Slot) -> None:
 
 
 # ------------------------------------------------------------------ ListOffsets
-async def _list_one(part: Partition | None, index: int, timestamp: int) -> dict:
+async def _list_one(part: Partition | None, index: int, timestamp: int, current_leader_epoch: int = -1) -> dict:
     out = {"partition_index": index, "error_code": codes.NONE, "old_style_offsets": [], "timestamp": -1,
            "offset": -1, "leader_epoch": -1}
     if part is None:
@@ -272,22 +320,14 @@ async def _list_one(part: Partition | None, index: int, timestamp: int) -> dict:
         out["error_code"] = codes.NOT_LEADER_OR_FOLLOWER
         return out
     try:
-        if timestamp == LATEST:
-            out["offset"] = (await part.call("offsets"))[1]
-        elif timestamp == LATEST_TIERED:  # nothing is tiered
-            out["offset"] = -1
-        elif timestamp in (EARLIEST, EARLIEST_LOCAL):
-            out["offset"] = (await part.call("offsets"))[0]
-        elif timestamp == EARLIEST_PENDING_UPLOAD:
-            out["offset"] = -1
-        elif timestamp == MAX_TIMESTAMP:
-            found = await part.call("max_timestamp_offset")
+        if timestamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # nothing is tiered
+            await part.call("list_offset", LATEST, current_leader_epoch)  # fencing still applies
+        elif timestamp in (LATEST, EARLIEST, EARLIEST_LOCAL, MAX_TIMESTAMP) or timestamp >= 0:
+            # one call: fencing, the lookup and the leader epoch of the offset found (v4+)
+            found = await part.call("list_offset", EARLIEST if timestamp == EARLIEST_LOCAL else timestamp,
+                                    current_leader_epoch)
             if found is not None:
-                out["offset"], out["timestamp"] = found
-        elif timestamp >= 0:
-            found = await part.call("offset_for_timestamp", timestamp)
-            if found is not None:
-                out["offset"], out["timestamp"] = found
+                out["offset"], out["timestamp"], out["leader_epoch"] = found
         else:
             out["error_code"] = codes.INVALID_REQUEST
     except Exception as e:
@@ -305,10 +345,10 @@ async def list_offsets(gw: GatewayContext, conn: "Connection", header: Any, body
                 part = await gw.cluster.partition(name, p["partition_index"])
             except Exception:
                 part = None
-            jobs.append(_list_one(part, p["partition_index"], p["timestamp"]))
+            jobs.append(_list_one(part, p["partition_index"], p["timestamp"], p.get("current_leader_epoch", -1)))
         parts = await asyncio.gather(*jobs)
         for r in parts:
-            if r["error_code"] == codes.NOT_LEADER_OR_FOLLOWER:
+            if r["error_code"] == codes.NOT_LEADER_OR_FOLLOWER or r["error_code"] in EPOCH_ERRORS:
                 gw.cluster.forget(name)
         topics_out.append({"name": name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics_out}

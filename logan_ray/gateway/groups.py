@@ -191,7 +191,8 @@ async def offset_delete(gw: GatewayContext, conn: "Connection", header: Any, bod
                        fail=lambda code: {"error_code": code, "throttle_time_ms": 0, "topics": []})
 
 
-# OffsetCommit/OffsetFetch v10 name topics by id only (KIP-848 era); clients fall back to v9.
+# OffsetCommit/OffsetFetch v10 name topics by id only (KIP-848 era); clients fall back to v9. Serving v10
+# needs the ACL checks of gateway/authz.py (by topic name) to resolve the ids first.
 HANDLERS: HandlerTable = {
     10: (0, 6, find_coordinator),
     11: (0, 9, join_group),

@@ -24,6 +24,8 @@ class GatewayContext(Protocol):
     max_frame_bytes: int
     pool: RequestMemoryPool
     quotas: ConnectionQuotas
+    #: the broker's other Kafka-named settings as DescribeConfigs entries (broker_config.describe_entries)
+    broker_configs: list[dict[str, Any]]
     #: the group coordinator actor handle and its node, looked up on first use and forgotten when it fails
     group_coordinator: Any
     group_coordinator_node: str | None

@@ -109,16 +109,16 @@ async def metadata(gw: GatewayContext, conn: "Connection", header: Any, body: di
             if p.offline:  # its node is gone: the one replica is offline until that node returns
                 gone = broker_id(p.node_id)
                 partitions.append({"error_code": codes.LEADER_NOT_AVAILABLE, "partition_index": i,
-                                   "leader_id": -1, "leader_epoch": -1, "replica_nodes": [gone],
+                                   "leader_id": -1, "leader_epoch": p.leader_epoch, "replica_nodes": [gone],
                                    "isr_nodes": [], "offline_replicas": [gone]})
             elif p.node_id in alive:
                 leader = broker_id(p.node_id)
                 partitions.append({"error_code": codes.NONE, "partition_index": i, "leader_id": leader,
-                                   "leader_epoch": -1, "replica_nodes": [leader], "isr_nodes": [leader],
+                                   "leader_epoch": p.leader_epoch, "replica_nodes": [leader], "isr_nodes": [leader],
                                    "offline_replicas": []})
             else:  # no gateway on that node (yet): clients retry
                 partitions.append({"error_code": codes.LEADER_NOT_AVAILABLE, "partition_index": i,
-                                   "leader_id": -1, "leader_epoch": -1, "replica_nodes": [],
+                                   "leader_id": -1, "leader_epoch": p.leader_epoch, "replica_nodes": [],
                                    "isr_nodes": [], "offline_replicas": []})
         topics_out.append({"error_code": codes.NONE, "name": name, "topic_id": cluster.topic_id(name),
                            "is_internal": name == OFFSETS_TOPIC, "partitions": partitions,

@@ -101,7 +101,8 @@ async def describe_user_scram_credentials(gw: "Gateway", conn: "Connection", hea
                 "results": []}
     users = body.get("users")
     try:
-        results = await gw.cluster.router.describe_scram.remote(None if users is None else [u["name"] for u in users])
+        # "null/empty to describe all users" (librdkafka sends an empty array)
+        results = await gw.cluster.router.describe_scram.remote([u["name"] for u in users] if users else None)
     except Exception as e:
         return {"throttle_time_ms": 0, "error_code": error_code(e), "error_message": error_message(e), "results": []}
     return {"throttle_time_ms": 0, "error_code": codes.NONE, "error_message": None, "results": results}

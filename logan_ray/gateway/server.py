@@ -48,10 +48,10 @@ ACCEPT_RETRY_S = 0.1
 
 
 def _handler_table() -> HandlerTable:
-    from . import acl_api, admin, fetch, groups, meta, produce, sasl_ops
+    from . import acl_api, admin, epochs, fetch, groups, meta, produce, sasl_ops
 
     table: HandlerTable = {}
-    for module in (meta, produce, fetch, admin, groups, sasl_ops, acl_api):  # groups after meta: its FindCoordinator wins
+    for module in (meta, produce, fetch, epochs, admin, groups, sasl_ops, acl_api):  # groups after meta: its FindCoordinator wins
         for key, spec in module.HANDLERS.items():
             low, high, fn = spec
             codec_low, codec_high = protocol.ADVERTISED[key]
@@ -66,8 +66,11 @@ class Gateway:
                  max_frame_bytes: int = MAX_FRAME_BYTES,
                  queued_max_request_bytes: int = QUEUED_MAX_REQUEST_BYTES,
                  max_connections: int = MAX_CONNECTIONS, max_connections_per_ip: int = MAX_CONNECTIONS_PER_IP,
-                 max_connections_per_ip_overrides: Any = None) -> None:
+                 max_connections_per_ip_overrides: Any = None,
+                 broker_configs: list[dict[str, Any]] | None = None) -> None:
         self.cluster = Cluster(router, node_id, cluster_id)
+        #: DescribeConfigs entries of the broker's Kafka-named settings (broker_config.describe_entries)
+        self.broker_configs = list(broker_configs or [])
         self.handlers = _handler_table()
         self.max_frame_bytes = max_frame_bytes
         self.pool = RequestMemoryPool(queued_max_request_bytes)

@@ -59,6 +59,9 @@ def build_app() -> FastAPI:
                                             f"request body of {declared} bytes exceeds the limit of {limit} bytes"))
         return await call_next(request)
 
+    from .auth import AuthMiddleware
+
+    app.add_middleware(AuthMiddleware)  # added last: outermost, before any other work on the request
     return app
 
 

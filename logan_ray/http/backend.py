@@ -15,11 +15,32 @@ from logan_ray.errors import UnknownPartitionError
 
 
 class Backend:
-    def __init__(self, client: Any, max_body_bytes: int) -> None:
+    def __init__(self, client: Any, max_body_bytes: int, security: Any = None) -> None:
         self.client = client
         self.max_body_bytes = max_body_bytes
+        #: logan_ray.http.security.HttpSecurity, None without listener security
+        self.security = security
+        self.passwords: Any = None  # logan_ray.security.passwords.PasswordCache
+        self.authorizer: Any = None  # the gateway's ACL authorizer (logan_ray.security.authorizer)
+        if security is not None and security.active:
+            self._secure(client.router, security)
         self._producers: dict[int, Any] = {}
         self._lock = threading.Lock()
+
+    def _secure(self, router: Any, security: Any) -> None:
+        """The same credential store and ACL authorizer the Kafka gateways use (the router's)."""
+        from logan_ray.security.authorizer import Authorizer
+        from logan_ray.security.passwords import PasswordCache
+
+        async def lookup(user: str, mechanism: str):
+            return await router.scram_credential.remote(user, mechanism)
+
+        async def version() -> int:
+            return await router.scram_version.remote()
+
+        self.passwords = PasswordCache(lookup, version)
+        if security.authorizer:
+            self.authorizer = Authorizer(router, security.super_users, security.allow_if_no_acl)
 
     def producer(self, acks: int | str):
         acks = -1 if acks == "all" else int(acks)

@@ -36,6 +36,10 @@ _STATUS: list[tuple[type, int]] = [
 ]
 
 
+#: The challenge of every 401 (RFC 7617): browsers then ask for a user name and password.
+CHALLENGE = 'Basic realm="logan-ray", charset="UTF-8"'
+
+
 class HttpError(Exception):
     """An HTTP-level refusal (bad JSON, bad base64, oversized body) with its Kafka code."""
 
@@ -60,7 +64,8 @@ def error_body(code: int, message: str, detail: Any = None) -> dict[str, Any]:
 
 def error_response(exc: BaseException) -> JSONResponse:
     if isinstance(exc, HttpError):
-        return JSONResponse(error_body(exc.code, str(exc), exc.detail), status_code=exc.status)
+        headers = {"WWW-Authenticate": CHALLENGE} if exc.status == 401 else None
+        return JSONResponse(error_body(exc.code, str(exc), exc.detail), status_code=exc.status, headers=headers)
     code = getattr(exc, "code", E.UNKNOWN_SERVER_ERROR)
     if not isinstance(code, int) or code == 0:
         code = E.UNKNOWN_SERVER_ERROR

@@ -51,8 +51,10 @@ class TopicDescription(BaseModel):
     name: str
     topic_id: str
     partitions: list[PartitionInfo]
-    config: dict[str, str] = Field(description="effective configuration (defaults included)")
-    overrides: dict[str, str] = Field(description="the settings that differ from the broker defaults")
+    config: Optional[dict[str, str]] = Field(description="effective configuration (defaults included); null when "
+                                                         "the principal may not DESCRIBE_CONFIGS the topic")
+    overrides: Optional[dict[str, str]] = Field(description="the settings that differ from the broker defaults "
+                                                            "(null like config)")
 
 
 class TopicList(BaseModel):

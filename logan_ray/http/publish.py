@@ -15,7 +15,9 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 
 from logan_ray.errors import UnknownPartitionError
+from logan_ray.security import acl
 
+from .access import access
 from .backend import current
 from .body import parse, read_body
 from .encoding import headers_to_bytes, to_bytes
@@ -31,6 +33,7 @@ TIMEOUT_S = 30.0
 async def publish(request: Request) -> Response:
     backend = current()
     req = parse(PublishRequest, await read_body(request, backend.max_body_bytes))
+    access(request).require(acl.WRITE, acl.TOPIC, req.topic)  # Produce: WRITE on the topic
     return Response(await run_in_threadpool(publish_records, backend, req), media_type="application/json")
 
 

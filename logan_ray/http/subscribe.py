@@ -18,7 +18,9 @@ from fastapi.responses import Response, StreamingResponse
 
 from logan_ray.errors import LoganError, OffsetOutOfRangeError, PartitionHibernatedError
 from logan_ray.protocol import errors as E
+from logan_ray.security import acl
 
+from .access import Access, access
 from .backend import current
 from .body import parse, read_body
 from .errors import error_body
@@ -36,6 +38,7 @@ STREAM_POLL_MS = 500
 async def subscribe(request: Request) -> Response:
     backend = current()
     req = parse(SubscribeRequest, await read_body(request, backend.max_body_bytes))
+    access(request).require(acl.READ, acl.TOPIC, req.topic)  # Fetch: READ on the topic
     for attempt in (1, 2):
         actor = await backend.actor(req.topic, req.partition)
         try:
@@ -65,6 +68,8 @@ async def stream(request: Request, topic: str, partition: int,
     """Runs until the client disconnects, or after ``max_records`` records, or after ``idle_timeout_ms``
     without new records. NDJSON lines are records; SSE events carry ``{"records": [...], "next_offset": N}``."""
     backend = current()
+    who = access(request)
+    who.require(acl.READ, acl.TOPIC, topic)
     actor = await backend.actor(topic, partition)
     if last_event_id is not None and last_event_id.isdigit():
         offset = int(last_event_id)
@@ -73,12 +78,19 @@ async def stream(request: Request, topic: str, partition: int,
     if not start <= pos <= end:  # refuse now, while the answer can still be an HTTP error
         raise OffsetOutOfRangeError(f"offset {pos} is outside the log [{start}, {end}) of {topic}-{partition}")
     media = "application/x-ndjson" if format == "ndjson" else "text/event-stream"
-    body = _follow(actor, pos, format, encoding, max_records, idle_timeout_ms, max_bytes)
+    body = _follow(actor, pos, format, encoding, max_records, idle_timeout_ms, max_bytes, who, topic)
     return StreamingResponse(body, media_type=media, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
+def _error(fmt: str, code: int, message: str) -> str:
+    err = json.dumps(error_body(code, message))
+    return f"event: error\ndata: {err}\n\n" if fmt == "sse" else err + "\n"
+
+
 async def _follow(actor, pos: int, fmt: str, encoding: str, max_records: int | None, idle_timeout_ms: int | None,
-                  max_bytes: int) -> AsyncIterator[str]:
+                  max_bytes: int, who: Access, topic: str) -> AsyncIterator[str]:
+    """Each round re-checks the reader's rights (cached: microseconds), so a changed password or a
+    removed READ ends a live stream within about a second, with an error line, as a new request would."""
     sent = 0
     idle_since = time.monotonic()
     if fmt == "sse":
@@ -90,11 +102,18 @@ async def _follow(actor, pos: int, fmt: str, encoding: str, max_records: int | N
             if left <= 0:
                 return
             wait = max(1, min(wait, int(left * 1000)))
+        renewed = await who.renewed()
+        if renewed is None:
+            yield _error(fmt, E.SASL_AUTHENTICATION_FAILED, "Authentication failed: the credentials changed")
+            return
+        if not renewed.may(acl.READ, acl.TOPIC, topic):
+            yield _error(fmt, E.TOPIC_AUTHORIZATION_FAILED, f"{who.principal} may no longer READ topic {topic!r}")
+            return
+        who = renewed
         try:
             chunk = await fetch(actor, pos, max_bytes, wait, (max_records - sent) if max_records else 1 << 30, encoding)
         except LoganError as e:  # e.g. retention removed the position: say so in the stream, then end it
-            err = json.dumps(error_body(getattr(e, "code", E.UNKNOWN_SERVER_ERROR), str(e)))
-            yield f"event: error\ndata: {err}\n\n" if fmt == "sse" else err + "\n"
+            yield _error(fmt, getattr(e, "code", E.UNKNOWN_SERVER_ERROR), str(e))
             return
         pos = chunk.next_offset
         if not chunk.records:

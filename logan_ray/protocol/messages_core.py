@@ -1,4 +1,4 @@
-"""Schemas of the data-path APIs: ApiVersions, Metadata, Produce, Fetch, ListOffsets.
+"""Schemas of the data-path APIs: ApiVersions, Metadata, Produce, Fetch, ListOffsets, OffsetForLeaderEpoch.
 
 Written from the facts of Apache Kafka's message definitions (field order, types,
 version ranges, defaults, tags). Versions cover both the 3.x definitions (which
@@ -237,4 +237,31 @@ LIST_OFFSETS = Api(
     ],
 )
 
-APIS = (API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS)
+OFFSET_FOR_LEADER_EPOCH = Api(
+    23, "OffsetForLeaderEpoch", "0-4", "4+",
+    request=[
+        F("replica_id", INT32, "3+", default=-2),
+        F("topics", A(S(
+            F("topic", STRING),
+            F("partitions", A(S(
+                F("partition", INT32),
+                F("current_leader_epoch", INT32, "2+", default=-1),
+                F("leader_epoch", INT32),
+            ))),
+        ))),
+    ],
+    response=[
+        F("throttle_time_ms", INT32, "2+"),
+        F("topics", A(S(
+            F("topic", STRING),
+            F("partitions", A(S(
+                F("error_code", INT16),
+                F("partition", INT32),
+                F("leader_epoch", INT32, "1+", default=-1),
+                F("end_offset", INT64),
+            ))),
+        ))),
+    ],
+)
+
+APIS = (API_VERSIONS, METADATA, PRODUCE, FETCH, LIST_OFFSETS, OFFSET_FOR_LEADER_EPOCH)

@@ -14,6 +14,7 @@ import secrets
 from typing import Any, Awaitable, Callable
 
 from . import scram
+from .passwords import matches, stored_credentials
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -48,11 +49,9 @@ class PlainServer:
         if authzid and authzid != user:
             raise SaslFailed("Authentication failed: Client requested an authorization id that is different "
                              "from username")
-        for mech in ("SCRAM-SHA-512", "SCRAM-SHA-256"):
-            cred = await lookup(user, mech)
-            if cred is not None and scram.check_password(mech, cred, password):
-                self.done, self.user = True, user
-                return b""
+        if matches(await stored_credentials(lookup, user), password):
+            self.done, self.user = True, user
+            return b""
         raise SaslFailed("Authentication failed: Invalid username or password")
 
 

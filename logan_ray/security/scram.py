@@ -50,10 +50,15 @@ def new_credential(mechanism: str, password: str, iterations: int = DEFAULT_ITER
 
 
 def check_password(mechanism: str, credential: dict[str, Any], password: str) -> bool:
-    """Does ``password`` produce this credential (SASL/PLAIN checked against the SCRAM store)?"""
+    """Does ``password`` produce this credential (SASL/PLAIN and HTTP Basic checked against the SCRAM store)?
+
+    Both StoredKey and ServerKey are recomputed and compared in constant time; one PBKDF2 per call.
+    """
     salted = salted_password(mechanism, password, unb64(credential["salt"]), credential["iterations"])
     client_key = hmac_(mechanism, salted, b"Client Key")
-    return hmac.compare_digest(h(mechanism, client_key), unb64(credential["stored_key"]))
+    stored_ok = hmac.compare_digest(h(mechanism, client_key), unb64(credential["stored_key"]))
+    server_ok = hmac.compare_digest(hmac_(mechanism, salted, b"Server Key"), unb64(credential["server_key"]))
+    return stored_ok & server_ok
 
 
 def _b64(b: bytes) -> str:

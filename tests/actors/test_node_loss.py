@@ -58,6 +58,7 @@ SCRIPT = textwrap.dedent(
             prod.send("lost", b"r%%d" %% i, partition=p)
         prod.flush()
         out["before"] = c.partition_offsets("lost")[p]
+        out["epoch_before"] = c.describe_topic("lost")["partitions"][p]["leader_epoch"]
 
         cluster.remove_node(far)
         wait(lambda: any(r.get("offline") and r["topic"] == "lost" for r in c.status()))
@@ -94,6 +95,8 @@ SCRIPT = textwrap.dedent(
                 return False
         wait(back)
         out["after"] = c.partition_offsets("lost")[p]
+        out["epoch_after"] = c.describe_topic("lost")["partitions"][p]["leader_epoch"]
+        out["actor_epoch_after"] = ray.get(c.partition_actor("lost", p).leader_epoch.remote())
         out["next_offset"] = c.producer().send("lost", b"new", partition=p).result(timeout=60).offset
         values = ray.get(c.partition_actor("lost", p).read_records.remote(0))
         out["values"] = [r.value.decode() for r in values]
@@ -119,5 +122,7 @@ def test_partition_of_a_lost_node_waits_for_it_and_comes_back_with_its_records()
     assert r["metadata"] == [5, -1, [r["far_broker"]]]  # LEADER_NOT_AVAILABLE, no leader, its replica offline
     assert r["produce"] == 5 and r["fetch"] == 5
     assert r["after"] == [0, 10]  # back with its log, not an empty one
+    # re-placed on the returned node (new Ray node id): a new leader, in a new epoch, saved before it serves
+    assert r["epoch_before"] == 0 and r["epoch_after"] == r["actor_epoch_after"] == 1
     assert r["next_offset"] == 10
     assert r["values"] == ["r%d" % i for i in range(10)] + ["new"]

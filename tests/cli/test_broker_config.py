@@ -52,6 +52,25 @@ def test_listeners_with_protocols_and_advertised_addresses():
             resolve_listeners(listeners, advertised, "PLAINTEXT:PLAINTEXT,SSL:SSL")
 
 
+def test_describe_entries_name_sources_and_hide_passwords_as_kafka_does():
+    from logan_ray.broker import BrokerOptions, _described
+
+    rows = {e["name"]: e for e in _described(BrokerOptions(), BrokerOptions().resolve())}
+    assert (rows["listeners"]["value"], rows["listeners"]["config_source"]) == ("PLAINTEXT://127.0.0.1:9092", 5)
+    assert rows["ssl.key.password"]["is_sensitive"] and rows["ssl.key.password"]["value"] is None
+    assert "super.users" not in rows and "log.dir" not in rows  # the authorizer's own: listed only when given
+    flags = BrokerOptions(host="0.0.0.0", port=19092, advertised_host="broker1")
+    rows = {e["name"]: e for e in _described(flags, flags.resolve())}
+    assert (rows["listeners"]["value"], rows["listeners"]["config_source"]) == ("PLAINTEXT://0.0.0.0:19092", 4)
+    assert rows["advertised.listeners"]["value"] == "PLAINTEXT://broker1:19092"
+    secret = BrokerOptions(config={"listeners": "SSL://:9093", "ssl.key.password": "s3"})
+    rows = {e["name"]: e for e in _described(secret, secret.resolve())}
+    assert (rows["listeners"]["value"], rows["listeners"]["config_source"]) == ("SSL://:9093", 4)
+    assert rows["ssl.key.password"] == {**rows["ssl.key.password"], "value": None, "is_sensitive": True,
+                                        "config_source": 4, "config_type": 9}
+    assert "s3" not in repr(rows)
+
+
 def test_cli_start_refuses_unknown_settings_in_one_line(tmp_path):
     props = tmp_path / "server.properties"
     props.write_text("num.partitions=2\nlog.retention.hourz=5\n")

@@ -35,13 +35,14 @@ def write_properties(path: str, pki, extra: dict[str, str] | None = None) -> str
 
 
 class SecureBroker:
-    def __init__(self, data_dir: str, properties: str) -> None:
-        self.data_dir, self.properties = data_dir, properties
+    def __init__(self, data_dir: str, properties: str, http: str = "off") -> None:
+        self.data_dir, self.properties, self.http = data_dir, properties, http
         self.proc: subprocess.Popen | None = None
         self.listeners: dict[str, str] = {}
+        self.http_url: str | None = None  # the HTTP API's base URL when ``http`` is not "off"
 
     def start(self) -> "SecureBroker":
-        self.proc = subprocess.Popen([*CLI, "--data-dir", self.data_dir, "start", "--foreground", "--http", "off",
+        self.proc = subprocess.Popen([*CLI, "--data-dir", self.data_dir, "start", "--foreground", "--http", self.http,
                                       "--config-file", self.properties],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 180
@@ -52,6 +53,9 @@ class SecureBroker:
             m = re.match(r"\s+listener (\w+): (\S+)", line)
             if m:
                 self.listeners[m.group(1)] = m.group(2)
+            m = re.match(r"http:\s+(\S+?)/?\s", line)
+            if m:
+                self.http_url = m.group(1)
             if "is running" in line:
                 return self
             if not line and self.proc.poll() is not None:
