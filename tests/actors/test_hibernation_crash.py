@@ -84,10 +84,11 @@ def test_sigkill_mid_activation_keeps_every_acknowledged_record_and_the_partitio
 def test_sigkill_mid_hibernation_keeps_every_acknowledged_record_and_the_partition_comes_back_on_next_use(
         client, broker_dir, topic_name, point):
     client.create_topic(topic_name, partitions=1, activate=False)
+    values = [b"w%d" % i for i in range(30)]
+    assert produce(client, topic_name, 0, values, acks=1) == list(range(30))  # acks=1: page cache only
     paused = Paused(broker_dir, topic_name, 0, point)
     try:
-        values = [b"w%d" % i for i in range(30)]
-        assert produce(client, topic_name, 0, values, acks=1) == list(range(30))  # acks=1: page cache only
+        client.call(topic_name, 0, "offsets")  # traffic after arming: its next hibernation stops there
         os.kill(paused.pid(), signal.SIGKILL)  # idle, it stopped inside hibernate(): a crash there
     finally:
         paused.release()
@@ -114,12 +115,13 @@ def _wait_router_back(client, pid: int) -> None:
 def test_router_sigkilled_while_partitions_hibernate_then_every_partition_serves_its_records(
         client, broker_dir, topic_name):
     client.create_topic(topic_name, partitions=3, activate=False)
+    with client.producer(acks=-1, linger_ms=0) as producer:
+        sent = [producer.send(topic_name, b"p%d-%d" % (p, i), partition=p) for p in range(3) for i in range(10)]
+        assert [f.result(60).offset for f in sent] == list(range(10)) * 3
     # partition 2 closes its log for hibernation, and the router dies before stopping its actor
     paused = Paused(broker_dir, topic_name, 2, "hibernate-closed")
     try:
-        with client.producer(acks=-1, linger_ms=0) as producer:
-            sent = [producer.send(topic_name, b"p%d-%d" % (p, i), partition=p) for p in range(3) for i in range(10)]
-            assert [f.result(60).offset for f in sent] == list(range(10)) * 3
+        client.call(topic_name, 2, "offsets")  # traffic after arming: its next hibernation stops there
         wait_hibernated(client, topic_name, {0, 1})
         paused.pid()
         router_pid = _router_pid(client)
