@@ -198,6 +198,7 @@ KAFKA_TYPES: dict[str, int | None] = {
     "ssl.protocol": STRING, "ssl.cipher.suites": LIST, "ssl.endpoint.identification.algorithm": STRING,
     "ssl.principal.mapping.rules": STRING, "sasl.enabled.mechanisms": LIST, "sasl.server.max.receive.size": INT,
     "authorizer.class.name": STRING, "super.users": None, "allow.everyone.if.no.acl.found": None,
+    "partition.idle.ms": LONG,  # logan-ray's own (partition hibernation)
 }
 
 #: Kafka's broker-level defaults for topic configs (ServerTopicConfigSynonyms): broker name -> topic name.
