@@ -4,7 +4,8 @@
 #   compat/librdkafka.sh build                 fetch + build librdkafka and its test-runner (cached)
 #   compat/librdkafka.sh run HOST:PORT [LIST]  run tests against an existing Kafka-protocol broker
 #
-# LIST is `fast` (default), `full`, or a comma list such as 0001,0012. The lists live in
+# LIST is `fast` (default), `full`, `todo` (prepared entries not yet verified), or a comma list such as 0001,0012,0081:DeleteRecords
+# (NNNN:FILTER runs only the sub-tests whose name contains FILTER). The lists live in
 # compat/librdkafka-tests.txt. librdkafka's source (tests included) ships in the npm package
 # node-rdkafka under deps/librdkafka; it is built once into
 # ${LOGAN_RAY_CACHE:-~/.cache/logan-ray}/librdkafka-<node-rdkafka version> and reused.
@@ -67,7 +68,8 @@ selection() {
   case "$1" in
     fast) awk '!/^#/ && $2=="fast" {print $1, $3}' "$here/librdkafka-tests.txt" ;;
     full) awk '!/^#/ && ($2=="fast" || $2=="full") {print $1, $3}' "$here/librdkafka-tests.txt" ;;
-    *) tr ',' '\n' <<<"$1" | awk 'NF {print $1, "*"}' ;;
+    todo) awk '!/^#/ && $2=="todo" {print $1, $3}' "$here/librdkafka-tests.txt" ;;
+    *) tr ',' '\n' <<<"$1" | awk -F: 'NF {print $1, ($2 == "" ? "*" : $2)}' ;;
   esac
 }
 
