@@ -560,6 +560,10 @@ class PartitionActor:
                  self._log.log_start_offset, self._log.log_end_offset)
         return True
 
+    async def usage(self) -> tuple[int, float]:
+        """(calls in flight, monotonic time of the last call's end): for the router's LRU choice."""
+        return self._in_flight, self._last_used
+
     async def state(self) -> str:
         """"active", or "hibernated" once :meth:`hibernate` closed the log (the router then stops it)."""
         return "hibernated" if self._hibernated else "active"

@@ -59,6 +59,8 @@ LOCK_WAIT_S = 5.0  # a router restarted after SIGKILL waits this long for its pr
 WATCH_INTERVAL_S = 2.0  # how often nodes are checked for partitions to take offline or bring back
 DELETE_TIMEOUT_S = 60.0
 HIBERNATE_TIMEOUT_S = 60.0
+PARTITION_BUDGET_BYTES = 128 << 20  # memory counted per active partition (an actor process: ~64 MiB PSS measured)
+MIN_ACTIVE_PARTITIONS = 16
 ADOPT_CHECK_S = 10.0  # a restarted router waits this long to learn which running actors had hibernated
 HIBERNATED_IDS_KEPT = 100_000  # actor ids that ended by hibernation (callers ask whether a failed call ran)
 #: Topics created before ids were stored got uuid5(namespace, name); kept for them so
@@ -69,7 +71,8 @@ LEGACY_TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6761-6e2d-7261-792d-746f70696373")
 class RouterActor(SecurityMetadata):
     def __init__(self, data_dir: str, *, auto_create_topics: bool = True, num_partitions: int = 1,
                  topic_defaults: dict[str, Any] | None = None, maintenance_interval_s: float = 300.0,
-                 cleaner_interval_s: float = 15.0, partition_idle_ms: int | None = None) -> None:
+                 cleaner_interval_s: float = 15.0, partition_idle_ms: int | None = None,
+                 max_active_partitions: int | None = None) -> None:
         self.data_dir = os.path.abspath(os.path.expanduser(data_dir))
         os.makedirs(self.data_dir, exist_ok=True)
         self._dir_lock = DataDirLock(self.data_dir).acquire(wait_s=LOCK_WAIT_S)
@@ -79,6 +82,8 @@ class RouterActor(SecurityMetadata):
         self.topic_defaults = TopicConfig.from_dict(topic_defaults or {}).to_dict()
         self.maintenance_interval_s = maintenance_interval_s
         self.partition_idle_ms = partition_idle_ms or DEFAULT_IDLE_MS
+        self._derived_caps: dict[str, int] = {}
+        self.max_active_partitions = max_active_partitions if max_active_partitions and max_active_partitions > 0 else None
         self._path = os.path.join(self.data_dir, METADATA_FILE)
         self._meta = self._load()
         self._handles: dict[tuple[str, int], Any] = {}  # active partitions only (lazy activation)
@@ -305,6 +310,7 @@ class RouterActor(SecurityMetadata):
         t = self._topic(topic)
         if self._place(topic, partition, t):  # its node restarted at the same address
             self._save()
+        await self._make_room(t["placement"][str(partition)]["node_id"])
         handle = await self._spawn_async(topic, partition, t)
         if handle is None:
             self._live(topic, partition)  # raises LeaderNotAvailableError naming the node it waits for
@@ -338,6 +344,41 @@ class RouterActor(SecurityMetadata):
         return handle, stale_actor_id in self._hibernated_ids
 
     # ------------------------------------------------------------ hibernation
+    def _cap(self, node_id: str) -> int:
+        """``max.active.partitions`` of a node: the broker setting, else derived from the node's memory
+        (half of Ray's ``memory`` resource at PARTITION_BUDGET_BYTES per active partition)."""
+        if self.max_active_partitions is not None:
+            return self.max_active_partitions
+        cap = self._derived_caps.get(node_id)
+        if cap is None:
+            memory = next((n.get("Resources", {}).get("memory", 0) for n in ray.nodes() if n.get("NodeID") == node_id), 0)
+            cap = self._derived_caps[node_id] = max(MIN_ACTIVE_PARTITIONS, int(memory / 2 / PARTITION_BUDGET_BYTES))
+        return cap
+
+    async def _make_room(self, node_id: str) -> None:
+        """Before activating one more partition on ``node_id``: at its cap, hibernate the least recently
+        used partitions that have no call in flight. When every active partition is busy the cap is
+        exceeded for a while (slow, never an error: their calls end, then they hibernate)."""
+        here = [(k, h) for k, h in self._handles.items()
+                if self._meta["topics"].get(k[0], {}).get("placement", {}).get(str(k[1]), {}).get("node_id") == node_id]
+        excess = len(here) + 1 - self._cap(node_id)
+        if excess <= 0:
+            return
+        usage = await asyncio.gather(*(h.usage.remote() for _k, h in here), return_exceptions=True)
+        idle = sorted((u[1], k) for (k, _h), u in zip(here, usage) if isinstance(u, tuple) and u[0] == 0)
+        for _last_used, key in idle:
+            if excess <= 0:
+                return
+            if await self.hibernate(*key, idle_only=False):
+                excess -= 1
+                log.info("partition %s-%d hibernated to make room on node %s (max.active.partitions)", *key, node_id)
+
+    async def set_max_active_partitions(self, cap: int | None) -> int | None:
+        """Change ``max.active.partitions`` while the broker runs (None: derived from memory); returns the
+        previous value. Not saved: the broker setting wins at the next start."""
+        previous, self.max_active_partitions = self.max_active_partitions, cap if cap and cap > 0 else None
+        return previous
+
     async def set_partition_idle_ms(self, idle_ms: int) -> int:
         """Change ``partition.idle.ms`` while the broker runs (not saved: the broker setting wins at the
         next start); every active partition hears of it. Returns the previous value."""

@@ -126,3 +126,25 @@ def test_kafka_clients_keep_producing_and_consuming_across_hibernation(client, g
     router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
     handle = ray.get(router.activate.remote(topic_name, 0))
     assert ray.get(handle.offsets.remote()) == (0, 4)
+
+
+def test_activating_beyond_max_active_partitions_hibernates_the_least_recently_used_idle_partition(
+        client, topic_name):
+    router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
+    ray.get(router.set_partition_idle_ms.remote(600_000))  # only the cap hibernates here
+    client.create_topic(topic_name, partitions=3, activate=False)
+    first, second = (ray.get(router.activate.remote(topic_name, p)) for p in (0, 1))
+    ray.get(second.offsets.remote())
+    ray.get(first.offsets.remote())  # partition 1 is now used less recently than partition 0
+    active = {(r["topic"], r["partition"]) for r in client.status() if r.get("active")}
+    previous = ray.get(router.set_max_active_partitions.remote(len(active)))
+    try:
+        usage = {k: ray.get(router.activate.remote(*k)).usage.remote() for k in active}
+        idle = sorted((u[1], k) for k, u in ((k, ray.get(ref)) for k, ref in usage.items()) if u[0] == 0)
+        least_recent = idle[0][1]
+        ray.get(router.activate.remote(topic_name, 2))  # one over the cap
+        now = {(r["topic"], r["partition"]) for r in client.status() if r.get("active")}
+    finally:
+        ray.get(router.set_max_active_partitions.remote(previous))
+    assert now == active - {least_recent} | {(topic_name, 2)}
+    assert (topic_name, 0) in now  # used after partition 1: kept
