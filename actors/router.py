@@ -59,8 +59,8 @@ LOCK_WAIT_S = 5.0  # a router restarted after SIGKILL waits this long for its pr
 WATCH_INTERVAL_S = 2.0  # how often nodes are checked for partitions to take offline or bring back
 DELETE_TIMEOUT_S = 60.0
 HIBERNATE_TIMEOUT_S = 60.0
-PARTITION_BUDGET_BYTES = 128 << 20  # memory counted per active partition (an actor process: ~64 MiB PSS measured)
-MIN_ACTIVE_PARTITIONS = 16
+PARTITION_BUDGET_BYTES = 64 << 20  # memory counted per active partition (an actor process: ~64 MiB PSS measured)
+MIN_ACTIVE_PARTITIONS = 64
 ADOPT_CHECK_S = 10.0  # a restarted router waits this long to learn which running actors had hibernated
 HIBERNATED_IDS_KEPT = 100_000  # actor ids that ended by hibernation (callers ask whether a failed call ran)
 #: Topics created before ids were stored got uuid5(namespace, name); kept for them so

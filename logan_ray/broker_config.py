@@ -149,7 +149,7 @@ _SETTINGS: dict[str, _Setting] = {
                                   "a partition with no traffic this long closes its log and its process exits"),
     "max.active.partitions": _Setting(_int_range(-1, INT_MAX), "-1",
                                       "active partitions per node before the least recently used hibernates "
-                                      "(-1: half the node's Ray memory at 128 MiB each)"),
+                                      "(-1: half the node's Ray memory at 64 MiB each, at least 64)"),
     # socket server
     "listeners": _Setting(_string, "PLAINTEXT://127.0.0.1:9092", "NAME://HOST:PORT,... the gateways listen on"),
     "advertised.listeners": _Setting(_string, None, "NAME://HOST:PORT,... told to clients (default: listeners)"),
