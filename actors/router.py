@@ -97,6 +97,7 @@ class RouterActor(SecurityMetadata):
         self.cleaner_interval_s = cleaner_interval_s
         self._lock = asyncio.Lock()
         self._watch: asyncio.Task | None = None
+        self._retention: asyncio.Task | None = None
         self._crash_at: str | None = None
         self._pending_save: asyncio.Future | None = None
         self._refresh_nodes()
@@ -511,6 +512,56 @@ class RouterActor(SecurityMetadata):
     def _watching(self) -> None:
         if self._watch is None or self._watch.done():
             self._watch = asyncio.get_running_loop().create_task(self._watch_nodes())
+        if self._retention is None or self._retention.done():
+            self._retention = asyncio.get_running_loop().create_task(self._retention_rounds())
+
+    async def _retention_rounds(self) -> None:
+        while True:
+            await asyncio.sleep(self.maintenance_interval_s)
+            try:
+                await self.retention_pass()
+            except Exception:
+                log.exception("router: retention pass over inactive partitions failed")
+
+    async def retention_pass(self) -> list[tuple[str, int]]:
+        """Retention for inactive partitions without a process each: per node, one task reads their
+        folders' file names, sizes and time indexes (``closed_folder_due``); only the partitions with
+        a segment to delete are activated, apply their retention and hibernate again. Returns those.
+
+        Runs every ``maintenance_interval_s`` (the interval active partitions check retention at);
+        active partitions apply retention themselves.
+        """
+        by_node: dict[str, list[tuple[str, int, str, dict[str, str]]]] = {}
+        for topic, t in list(self._meta["topics"].items()):
+            cfg = self._effective(t)
+            if not cfg.deletes or (cfg.retention_ms < 0 and cfg.retention_bytes < 0):
+                continue
+            for p in range(t["partitions"]):
+                key = (topic, p)
+                if key in self._handles or key in self._activating or key in self._hibernating \
+                        or self._is_offline(topic, p):
+                    continue
+                by_node.setdefault(t["placement"][str(p)]["node_id"], []).append(
+                    (topic, p, self._dir(topic, p), cfg.to_dict()))
+        nodes = list(by_node)
+        answers = await asyncio.gather(*(_retention_due.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(
+            [(d, c) for _t, _p, d, c in by_node[node]]) for node in nodes), return_exceptions=True)
+        due = []
+        for node, answer in zip(nodes, answers):
+            if isinstance(answer, BaseException):
+                log.warning("retention check of inactive partitions on node %s failed: %s", node, answer)
+                continue
+            due += [(t, p) for (t, p, _d, _c), yes in zip(by_node[node], answer) if yes]
+        for topic, p in due:
+            try:
+                handle = await self._activate(topic, p)
+                deleted = await handle.apply_retention.remote()
+                log.info("retention of inactive partition %s-%d: %d segments deleted", topic, p, deleted)
+                await self.hibernate(topic, p, idle_only=False)
+            except Exception as e:  # deleted meanwhile, its node gone...: the next round sees it again
+                log.warning("retention of inactive partition %s-%d failed: %s", topic, p, e)
+        return due
 
     async def _watch_nodes(self) -> None:
         """Take partitions offline when their node dies, bring them back when it returns, and finish
@@ -924,8 +975,9 @@ class RouterActor(SecurityMetadata):
         for h in handles:
             ray.kill(h, no_restart=True)
         self._handles.clear()
-        if self._watch is not None:
-            self._watch.cancel()
+        for task in (self._watch, self._retention):
+            if task is not None:
+                task.cancel()
         self._dir_lock.release()  # the next broker on this data dir may start now
 
 
@@ -951,6 +1003,15 @@ async def _name_released(name: str, timeout: float = 30.0) -> None:
         except ValueError:
             return
         await asyncio.sleep(0.05)
+
+
+@ray.remote(num_cpus=0, max_retries=1)
+def _retention_due(items: list[tuple[str, dict[str, str]]]) -> list[bool]:
+    """Runs on a node: for each (inactive partition folder, effective topic config), is retention due?"""
+    from logan_ray.storage.retention import closed_folder_due
+
+    now_ms = int(time.time() * 1000)
+    return [closed_folder_due(directory, TopicConfig.from_dict(config), now_ms) for directory, config in items]
 
 
 @ray.remote(num_cpus=0, max_retries=3)

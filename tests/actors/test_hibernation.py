@@ -148,3 +148,26 @@ def test_activating_beyond_max_active_partitions_hibernates_the_least_recently_u
         ray.get(router.set_max_active_partitions.remote(previous))
     assert now == active - {least_recent} | {(topic_name, 2)}
     assert (topic_name, 0) in now  # used after partition 1: kept
+
+
+def test_retention_runs_for_hibernated_partitions_waking_only_those_with_segments_to_delete(
+        client, broker_dir, topic_name):
+    client.create_topic(topic_name, partitions=2, activate=False,
+                        config={"retention.ms": "60000", "segment.bytes": "1024"})
+    day_ago = int(time.time() * 1000) - 86_400_000
+    with client.producer(linger_ms=0) as producer:
+        for i in range(30):  # about 4 segments each
+            producer.send(topic_name, b"o" * 100, partition=0, timestamp_ms=day_ago + i).result(30)
+            producer.send(topic_name, b"n" * 100, partition=1).result(30)
+    wait_hibernated(client, topic_name, {0, 1})
+    folders = [os.path.join(broker_dir, f"{topic_name}-{p}") for p in (0, 1)]
+    before = [sorted(glob.glob(os.path.join(f, "*.log"))) for f in folders]
+    assert all(len(logs) > 2 for logs in before)
+
+    router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
+    assert ray.get(router.retention_pass.remote()) == [(topic_name, 0)]  # partition 1 was not woken
+    after = [sorted(glob.glob(os.path.join(f, "*.log"))) for f in folders]
+    assert after[0] == before[0][-1:] and after[1] == before[1]  # old segments gone, the active one kept
+    assert not active_partitions(client, topic_name)  # hibernated again
+    start, end = client.call(topic_name, 0, "offsets")
+    assert start == int(os.path.basename(before[0][-1])[:-4]) and end == 30
