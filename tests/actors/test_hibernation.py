@@ -171,3 +171,17 @@ def test_retention_runs_for_hibernated_partitions_waking_only_those_with_segment
     assert not active_partitions(client, topic_name)  # hibernated again
     start, end = client.call(topic_name, 0, "offsets")
     assert start == int(os.path.basename(before[0][-1])[:-4]) and end == 30
+
+
+def test_group_commits_reach_hibernated_consumer_offsets_partitions(client, gateway, topic_name):
+    from confluent_kafka import Consumer, TopicPartition
+
+    client.create_topic(topic_name, partitions=1, activate=False)
+    wait_hibernated(client, "__consumer_offsets", set(range(8)))  # the coordinator's handles are stale now
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer({"bootstrap.servers": gateway, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic_name, 0, 7)], asynchronous=False)
+        assert [tp.offset for tp in consumer.committed([TopicPartition(topic_name, 0)], timeout=30)] == [7]
+    finally:
+        consumer.close()
