@@ -29,7 +29,7 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from logan_ray.common.errors import TopicExistsError
+from logan_ray.common.errors import PartitionHibernatedError, TopicExistsError
 from logan_ray.groups import OFFSETS_TOPIC, offsets_log
 from logan_ray.groups.coordinator import Coordinator
 from logan_ray.groups.core import GroupConfig
@@ -239,10 +239,14 @@ class GroupCoordinatorActor:
                     await self._handles[part].append_durable.remote(batch, internal=True)
                     error = None
                     break
-                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
+                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
+                        PartitionHibernatedError) as e:
                     error = e
-                    try:  # the partition actor was replaced (router restart): look it up again
-                        await self._route_offsets_topic()
+                    try:  # the partition actor hibernated or was replaced: ask the router for the current one
+                        stale = self._handles[part]
+                        router = await self._router()
+                        self._handles[part], _ = await router.reactivate.remote(OFFSETS_TOPIC, part,
+                                                                                stale._actor_id.hex())
                     except Exception as e2:
                         error = e2
                         break

@@ -8,14 +8,16 @@ is async so long-poll fetches wait on an event instead of occupying a thread.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
 import uuid
-from typing import Any
+from typing import Any, Awaitable, Callable, TypeVar
 
 import ray
 
+from logan_ray.common.errors import PartitionHibernatedError
 from logan_ray.storage.append_rules import check_client_batch
 from logan_ray.storage.batch_header import BatchHeader, iter_headers, validate_batch
 from logan_ray.storage.config import TopicConfig
@@ -34,6 +36,7 @@ from .channel import ChannelServer, serve_channel
 from .group_commit import GroupCommit
 from .metrics import PartitionMetrics
 from .names import NAMESPACE
+from .fault_points import pause_point
 from .topic_names import is_internal, refuse_internal
 
 log = logging.getLogger("logan_ray.partition")
@@ -42,6 +45,36 @@ SEQUENCE_WAIT_S = 5.0  # how long a batch that arrived early waits for its prede
 
 
 CONFIG_LOAD_TIMEOUT_S = 120.0  # a restarting router answers once it has re-read its metadata
+
+
+DEFAULT_IDLE_MS = 300_000  # partition.idle.ms: five minutes without traffic, then the process exits
+IDLE_RECHECK_S = 30.0  # an idle watcher wakes at least this often (picks up a changed partition.idle.ms)
+
+_F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
+
+
+def in_use(method: _F) -> _F:
+    """Mark a call as traffic: it keeps the partition awake while it runs and resets its idle clock.
+
+    A call that reaches an actor which has started hibernating is refused with
+    PartitionHibernatedError before doing anything, so the caller may repeat it on
+    the partition's next actor. Monitoring calls (``stats``, ``identity``,
+    ``cleaning_view``, ``channel``) are not traffic: polling ``status`` or the
+    cleaner's rounds must not keep idle partitions awake.
+    """
+    @functools.wraps(method)
+    async def wrapper(self: "PartitionActor", *args: Any, **kwargs: Any) -> Any:
+        if self._hibernated:
+            raise PartitionHibernatedError(f"partition {self.topic}-{self.partition} is hibernating; "
+                                           "its next use starts it again")
+        self._in_flight += 1
+        self._start_idle_watch()
+        try:
+            return await method(self, *args, **kwargs)
+        finally:
+            self._in_flight -= 1
+            self._last_used = time.monotonic()
+    return wrapper  # type: ignore[return-value]
 
 
 def _router(router_name: str):
@@ -87,7 +120,7 @@ class PartitionActor:
 
     def __init__(self, topic: str, partition: int, directory: str, topic_id: str, router_name: str,
                  maintenance_interval_s: float = 300.0,
-                 producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS) -> None:
+                 producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS, idle_ms: int = DEFAULT_IDLE_MS) -> None:
         """Open the partition; Ray runs this again on every restart (crash, OOM kill).
 
         The config is asked of the router (the durable topic metadata: defaults plus
@@ -102,9 +135,15 @@ class PartitionActor:
         self.topic_id = topic_id
         self._internal = is_internal(topic)
         self._router_name = router_name
+        self._in_flight = 0  # calls running now (appends, fetches and long-polls, acks=all waits, admin)
+        self._last_used = time.monotonic()
+        self._hibernated = False
+        self._idle_ms = idle_ms
+        self._idle_watch: asyncio.Task | None = None
         started = time.perf_counter()
         opened = open_partition(router_name, topic, partition, topic_id, uuid.uuid4().hex, directory)
         config = opened["config"]
+        pause_point(directory, "activate-config")
         stale = claim(directory, topic_id)
         if stale is not None:
             log.warning("partition %s-%d: removed the folder of an earlier topic %s of the same name", topic,
@@ -124,11 +163,13 @@ class PartitionActor:
         self._channel_started = False
         self._metrics = PartitionMetrics(topic, partition)
         self._publish_state()
+        pause_point(directory, "activate-opened")
         log.info("partition %s-%d opened in %.1f ms: offsets [%d, %d), leader epoch %d", topic, partition,
                  (time.perf_counter() - started) * 1e3, self._log.log_start_offset, self._log.log_end_offset,
                  self._leader_epoch)
 
     # ------------------------------------------------------------------ writes
+    @in_use
     async def append(self, data: bytes, internal: bool = False) -> tuple[int, int, int]:
         """Append one or more v2 batches; returns (base_offset, log_append_time, log_start_offset).
 
@@ -158,6 +199,7 @@ class PartitionActor:
         self._after_append(sum(h.record_count for h in headers), len(data), started)
         return result
 
+    @in_use
     async def append_durable(self, data: bytes, internal: bool = False) -> tuple[int, int, int]:
         """``acks=all`` on one replica: :meth:`append`, answered once the batches are fsynced.
 
@@ -235,6 +277,7 @@ class PartitionActor:
             except asyncio.TimeoutError:
                 return
 
+    @in_use
     async def locate(self, offset: int, max_bytes: int, max_wait_ms: int = 0, min_bytes: int = 1,
                      max_offset: int | None = None,
                      current_leader_epoch: int = -1) -> tuple[list[tuple[str, int, int]], int, int]:
@@ -257,6 +300,7 @@ class PartitionActor:
                              (time.perf_counter() - started) * 1e3)
         return [tuple(s) for s in slices], end, self._log.log_start_offset
 
+    @in_use
     async def fetch(self, offset: int, max_bytes: int = 1 << 20, max_wait_ms: int = 0,
                     min_bytes: int = 1, current_leader_epoch: int = -1) -> tuple[bytes, int, int]:
         """Batch bytes for remote callers: (concatenated batches, high_watermark, log_start_offset)."""
@@ -269,21 +313,26 @@ class PartitionActor:
                              (time.perf_counter() - started) * 1e3)
         return data, self._log.log_end_offset, self._log.log_start_offset
 
+    @in_use
     async def read_records(self, offset: int, max_bytes: int = 1 << 20) -> list:
         """Decoded records from ``offset`` (convenience for Python callers and tests)."""
         return self._log.read_records(offset, max_bytes)
 
+    @in_use
     async def wait_for_data(self, offset: int, max_wait_ms: int) -> int:
         """Return the log end offset as soon as it passes ``offset`` (or on timeout)."""
         await self._wait_until(lambda: self._log.log_end_offset > offset, max_wait_ms)
         return self._log.log_end_offset
 
+    @in_use
     async def offsets(self) -> tuple[int, int]:
         return self._log.log_start_offset, self._log.log_end_offset
 
+    @in_use
     async def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         return self._log.offset_for_timestamp(timestamp_ms)
 
+    @in_use
     async def max_timestamp_offset(self) -> tuple[int, int] | None:
         return self._log.max_timestamp_offset()
 
@@ -301,11 +350,13 @@ class PartitionActor:
     async def leader_epoch(self) -> int:
         return self._leader_epoch
 
+    @in_use
     async def end_offset_for_epoch(self, leader_epoch: int, current_leader_epoch: int = -1) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset) of ``leader_epoch`` in this log, (-1, -1) if undefined."""
         self._check_leader_epoch(current_leader_epoch)
         return self._log.end_offset_for_epoch(leader_epoch)
 
+    @in_use
     async def diverging_epoch(self, offset: int, last_fetched_epoch: int,
                               current_leader_epoch: int = -1) -> tuple[int, int] | None:
         """Fetch v12+ with ``last_fetched_epoch`` (a follower): the (epoch, end offset) where the fetcher's
@@ -323,6 +374,7 @@ class PartitionActor:
             return epoch, end
         return None
 
+    @in_use
     async def list_offset(self, timestamp: int, current_leader_epoch: int = -1) -> tuple[int, int, int] | None:
         """ListOffsets for one partition: (offset, timestamp, leader epoch of that offset), None if none.
 
@@ -336,27 +388,33 @@ class PartitionActor:
         return offset, ts, self._log.epoch_for_offset(offset)
 
     # ------------------------------------------------------------- management
+    @in_use
     async def delete_records(self, before_offset: int) -> int:
         refuse_internal(self.topic, "delete records of")
         low = self._log.delete_records(before_offset)
         self._publish_state()
         return low
 
+    @in_use
     async def reconfigure(self, config: dict[str, Any]) -> None:
         self._log.update_config(TopicConfig.from_dict(config))
 
+    @in_use
     async def config(self) -> dict[str, str]:
         """The config this partition's log runs with now."""
         return self._log.config.to_dict()
 
     async def identity(self) -> tuple[str, str]:
         """(topic id, node id): which topic this actor serves, and where."""
+        self._start_idle_watch()  # the router asks this of every actor it starts
         return self.topic_id, ray.get_runtime_context().get_node_id()
 
+    @in_use
     async def flush(self) -> int:
         self._log.flush()
         return self._log.log_end_offset
 
+    @in_use
     async def reopen(self) -> tuple[int, int]:
         """Operator recovery after a disk error: close the log and open it again from disk.
 
@@ -383,6 +441,7 @@ class PartitionActor:
                     self._log.log_start_offset, self._log.log_end_offset)
         return self._log.log_start_offset, self._log.log_end_offset
 
+    @in_use
     async def apply_retention(self) -> int:
         deleted = self._log.apply_retention()
         self._publish_state()
@@ -400,6 +459,7 @@ class PartitionActor:
             self._log.flush()
         return self._log.cleaning_view()
 
+    @in_use
     async def install_cleaned(self, result) -> tuple[int, int, int, int]:
         """Swap the cleaner's finished segments in: the only compaction work done in this actor (ms)."""
         report = self._log.install_cleaned(result)
@@ -439,10 +499,81 @@ class PartitionActor:
     async def pid(self) -> int:
         return os.getpid()
 
+    # ------------------------------------------------------------- hibernation
+    def _quiet(self) -> bool:
+        """Nothing would be lost or left waiting by closing now: no call runs (so no append is
+        being written, no acks=all waits for its fsync, no fetch long-polls, no early idempotent
+        batch waits for its predecessor) and the log is healthy."""
+        return self._in_flight == 0 and self._log.offline is None and not self._log.closed
+
+    def _idle_s(self) -> float:
+        return self._idle_ms / 1000.0
+
+    async def set_idle_ms(self, idle_ms: int) -> None:
+        """The broker's ``partition.idle.ms`` changed (the router tells every active partition)."""
+        self._idle_ms = idle_ms
+        if self._idle_watch is not None and not self._hibernated:  # wake it to count with the new value
+            self._idle_watch.cancel()
+            self._idle_watch = None
+            self._start_idle_watch()
+
+    def _start_idle_watch(self) -> None:
+        if self._idle_watch is None:
+            self._idle_watch = asyncio.get_running_loop().create_task(self._watch_idle())
+
+    async def _watch_idle(self) -> None:
+        """After ``partition.idle.ms`` without traffic, ask the router to hibernate this partition
+        (the router is the one place that knows and changes partition state; it calls
+        :meth:`hibernate` back, then stops this actor)."""
+        while not self._hibernated:
+            wait = self._last_used + self._idle_s() - time.monotonic()
+            if wait > 0 or not self._quiet():
+                await asyncio.sleep(min(max(wait, 0.01), IDLE_RECHECK_S) if wait > 0 else min(self._idle_s(), 1.0))
+                continue
+            try:
+                router = ray.get_actor(self._router_name, namespace=NAMESPACE)
+                await router.hibernate.remote(self.topic, self.partition, self.topic_id)
+            except Exception as e:  # the router is restarting: try again after another idle period
+                log.info("partition %s-%d: hibernation not arranged: %s", self.topic, self.partition, e)
+            if not self._hibernated:
+                await asyncio.sleep(min(self._idle_s(), IDLE_RECHECK_S))
+
+    async def hibernate(self, idle_only: bool = True) -> bool:
+        """Close the log cleanly and refuse every later call; the router stops this actor next.
+
+        Only when :meth:`_quiet` (and, with ``idle_only``, idle for ``partition.idle.ms``);
+        False otherwise, and the partition stays as it is. Closing flushes and fsyncs the
+        log, writes its indexes, the idempotent-producer snapshot and the clean-shutdown
+        marker, so the next activation opens it without a scan and no acknowledged record
+        or producer state is lost. Runs without yielding to the event loop up to the
+        refusal flag, so no call can slip in between the check and the close.
+        """
+        if self._hibernated:
+            return True
+        if not self._quiet() or (idle_only and time.monotonic() - self._last_used < self._idle_s()):
+            return False
+        self._hibernated = True  # from here on every traffic call is refused, before it does anything
+        pause_point(self.directory, "hibernate-closing")
+        await self.close()
+        pause_point(self.directory, "hibernate-closed")
+        log.info("partition %s-%d hibernated at offsets [%d, %d)", self.topic, self.partition,
+                 self._log.log_start_offset, self._log.log_end_offset)
+        return True
+
+    async def usage(self) -> tuple[int, float]:
+        """(calls in flight, monotonic time of the last call's end): for the router's LRU choice."""
+        return self._in_flight, self._last_used
+
+    async def state(self) -> str:
+        """"active", or "hibernated" once :meth:`hibernate` closed the log (the router then stops it)."""
+        return "hibernated" if self._hibernated else "active"
+
     async def close(self) -> None:
         """Flush and write the clean-shutdown marker so the next open skips recovery."""
         if self._maintenance is not None:
             self._maintenance.cancel()
+        if self._idle_watch is not None and self._idle_watch is not asyncio.current_task():
+            self._idle_watch.cancel()
         self._close_channel()
         self._group_commit.close()
         self._log.close()

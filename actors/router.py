@@ -26,6 +26,7 @@ import os
 import signal
 import time
 import uuid
+from collections import OrderedDict
 from typing import Any
 
 import ray
@@ -46,7 +47,7 @@ from logan_ray.storage.errors import InvalidConfigError
 from logan_ray.storage.partition_dir import claim, delete_partition_dir, sweep_deleted
 
 from .names import NAMESPACE, ROUTER_NAME, actor_name, cleaner_name
-from .partition import partition_actor_class
+from .partition import DEFAULT_IDLE_MS, partition_actor_class
 from .security_meta import SecurityMetadata
 from .topic_names import refuse_internal, validate_topic_name
 
@@ -57,6 +58,11 @@ PRODUCER_ID_BLOCK = 1000
 LOCK_WAIT_S = 5.0  # a router restarted after SIGKILL waits this long for its predecessor's lock to drop
 WATCH_INTERVAL_S = 2.0  # how often nodes are checked for partitions to take offline or bring back
 DELETE_TIMEOUT_S = 60.0
+HIBERNATE_TIMEOUT_S = 60.0
+PARTITION_BUDGET_BYTES = 64 << 20  # memory counted per active partition (an actor process: ~64 MiB PSS measured)
+MIN_ACTIVE_PARTITIONS = 64
+ADOPT_CHECK_S = 10.0  # a restarted router waits this long to learn which running actors had hibernated
+HIBERNATED_IDS_KEPT = 100_000  # actor ids that ended by hibernation (callers ask whether a failed call ran)
 #: Topics created before ids were stored got uuid5(namespace, name); kept for them so
 #: clients that cached those ids keep working.
 LEGACY_TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6761-6e2d-7261-792d-746f70696373")
@@ -65,7 +71,8 @@ LEGACY_TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6761-6e2d-7261-792d-746f70696373")
 class RouterActor(SecurityMetadata):
     def __init__(self, data_dir: str, *, auto_create_topics: bool = True, num_partitions: int = 1,
                  topic_defaults: dict[str, Any] | None = None, maintenance_interval_s: float = 300.0,
-                 cleaner_interval_s: float = 15.0) -> None:
+                 cleaner_interval_s: float = 15.0, partition_idle_ms: int | None = None,
+                 max_active_partitions: int | None = None) -> None:
         self.data_dir = os.path.abspath(os.path.expanduser(data_dir))
         os.makedirs(self.data_dir, exist_ok=True)
         self._dir_lock = DataDirLock(self.data_dir).acquire(wait_s=LOCK_WAIT_S)
@@ -74,10 +81,15 @@ class RouterActor(SecurityMetadata):
         self.num_partitions = num_partitions
         self.topic_defaults = TopicConfig.from_dict(topic_defaults or {}).to_dict()
         self.maintenance_interval_s = maintenance_interval_s
+        self.partition_idle_ms = partition_idle_ms or DEFAULT_IDLE_MS
+        self._derived_caps: dict[str, int] = {}
+        self.max_active_partitions = max_active_partitions if max_active_partitions and max_active_partitions > 0 else None
         self._path = os.path.join(self.data_dir, METADATA_FILE)
         self._meta = self._load()
         self._handles: dict[tuple[str, int], Any] = {}  # active partitions only (lazy activation)
         self._activating: dict[tuple[str, int], asyncio.Future] = {}
+        self._hibernating: dict[tuple[str, int], asyncio.Future] = {}  # done once its actor is gone
+        self._hibernated_ids: OrderedDict[str, None] = OrderedDict()
         self._offline: dict[tuple[str, int], dict[str, str]] = {}  # partition -> the node it waits for
         self._alive: dict[str, str] = {}  # node id -> address of every alive Ray node
         self._gateways: dict[str, tuple[str, int]] = {}
@@ -85,6 +97,7 @@ class RouterActor(SecurityMetadata):
         self.cleaner_interval_s = cleaner_interval_s
         self._lock = asyncio.Lock()
         self._watch: asyncio.Task | None = None
+        self._retention: asyncio.Task | None = None
         self._crash_at: str | None = None
         self._pending_save: asyncio.Future | None = None
         self._refresh_nodes()
@@ -105,6 +118,7 @@ class RouterActor(SecurityMetadata):
                 elif t["placement"][str(p)]["node_id"] != here or _has_data(self._dir(topic, p)):
                     self._spawn(topic, p, t)  # its retention and compaction run in its actor
         if reconstructed:
+            self._stop_hibernated()  # a crash may have come between an actor's hibernation and its stop
             self._push_configs()  # a crash may have come between saving an alter and telling the partitions
         log.info("router up: %d topics from %s", len(self._meta["topics"]), self._path)
 
@@ -240,7 +254,7 @@ class RouterActor(SecurityMetadata):
             name=actor_name(topic, partition), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
             scheduling_strategy=NodeAffinitySchedulingStrategy(place["node_id"], soft=False),
         ).remote(topic, partition, os.path.join(self.data_dir, f"{topic}-{partition}"), t["topic_id"], ROUTER_NAME,
-                 self.maintenance_interval_s)
+                 self.maintenance_interval_s, idle_ms=self.partition_idle_ms)
 
     def _register(self, topic: str, partition: int, t: dict[str, Any], handle: Any):
         self._handles[(topic, partition)] = handle
@@ -258,13 +272,32 @@ class RouterActor(SecurityMetadata):
         except ValueError:
             pass
 
+    def _stop_hibernated(self) -> None:
+        """Stop adopted actors that had closed their log to hibernate when the previous router died."""
+        adopted = list(self._handles.items())
+        refs = [h.state.remote() for _k, h in adopted]
+        ready = set(ray.wait(refs, num_returns=len(refs), timeout=ADOPT_CHECK_S)[0]) if refs else set()
+        for (key, handle), ref in zip(adopted, refs):
+            try:
+                state = ray.get(ref) if ref in ready else None
+            except Exception:  # dead or restarting: Ray brings it back with its log reopened
+                continue
+            if state == "hibernated":
+                del self._handles[key]
+                ray.kill(handle, no_restart=True)
+                self._hibernated_ids[handle._actor_id.hex()] = None
+                log.info("partition %s-%d: stopped its actor, which had hibernated", *key)
+
     async def _activate(self, topic: str, partition: int):
         """The partition's actor, started on first need; concurrent first requests start it once.
 
         The router is the one place that activates: an inactive partition has
         durable metadata and a folder, and no process until something needs it.
+        A partition that is hibernating is started again once its old actor is gone.
         """
         key = (topic, partition)
+        while key in self._hibernating:
+            await asyncio.shield(self._hibernating[key])
         fut = self._activating.get(key)
         if fut is None:
             handle = self._handles.get(key)
@@ -278,6 +311,7 @@ class RouterActor(SecurityMetadata):
         t = self._topic(topic)
         if self._place(topic, partition, t):  # its node restarted at the same address
             self._save()
+        await self._make_room(t["placement"][str(partition)]["node_id"])
         handle = await self._spawn_async(topic, partition, t)
         if handle is None:
             self._live(topic, partition)  # raises LeaderNotAvailableError naming the node it waits for
@@ -301,6 +335,104 @@ class RouterActor(SecurityMetadata):
         if not 0 <= partition < t["partitions"]:
             raise UnknownPartitionError(f"topic {topic!r} has no partition {partition} (it has {t['partitions']})")
         return await self._activate(topic, partition)
+
+    async def reactivate(self, topic: str, partition: int, stale_actor_id: str | None = None) -> tuple[Any, bool]:
+        """After a call to an actor failed: (the partition's actor now, whether the failed one ended by
+        hibernating). A hibernated actor refused everything after its last call returned, so a call
+        that failed on it did nothing and may be repeated as it is (an append too); after a crash
+        the caller cannot know, as before."""
+        handle = await self.activate(topic, partition)
+        return handle, stale_actor_id in self._hibernated_ids
+
+    # ------------------------------------------------------------ hibernation
+    def _cap(self, node_id: str) -> int:
+        """``max.active.partitions`` of a node: the broker setting, else derived from the node's memory
+        (half of Ray's ``memory`` resource at PARTITION_BUDGET_BYTES per active partition)."""
+        if self.max_active_partitions is not None:
+            return self.max_active_partitions
+        cap = self._derived_caps.get(node_id)
+        if cap is None:
+            memory = next((n.get("Resources", {}).get("memory", 0) for n in ray.nodes() if n.get("NodeID") == node_id), 0)
+            cap = self._derived_caps[node_id] = max(MIN_ACTIVE_PARTITIONS, int(memory / 2 / PARTITION_BUDGET_BYTES))
+        return cap
+
+    async def _make_room(self, node_id: str) -> None:
+        """Before activating one more partition on ``node_id``: at its cap, hibernate the least recently
+        used partitions that have no call in flight. When every active partition is busy the cap is
+        exceeded for a while (slow, never an error: their calls end, then they hibernate)."""
+        here = [(k, h) for k, h in self._handles.items()
+                if self._meta["topics"].get(k[0], {}).get("placement", {}).get(str(k[1]), {}).get("node_id") == node_id]
+        excess = len(here) + 1 - self._cap(node_id)
+        if excess <= 0:
+            return
+        usage = await asyncio.gather(*(h.usage.remote() for _k, h in here), return_exceptions=True)
+        idle = sorted((u[1], k) for (k, _h), u in zip(here, usage) if isinstance(u, tuple) and u[0] == 0)
+        for _last_used, key in idle:
+            if excess <= 0:
+                return
+            if await self.hibernate(*key, idle_only=False):
+                excess -= 1
+                log.info("partition %s-%d hibernated to make room on node %s (max.active.partitions)", *key, node_id)
+
+    async def set_max_active_partitions(self, cap: int | None) -> int | None:
+        """Change ``max.active.partitions`` while the broker runs (None: derived from memory); returns the
+        previous value. Not saved: the broker setting wins at the next start."""
+        previous, self.max_active_partitions = self.max_active_partitions, cap if cap and cap > 0 else None
+        return previous
+
+    async def set_partition_idle_ms(self, idle_ms: int) -> int:
+        """Change ``partition.idle.ms`` while the broker runs (not saved: the broker setting wins at the
+        next start); every active partition hears of it. Returns the previous value."""
+        if not isinstance(idle_ms, int) or idle_ms < 1:
+            raise InvalidConfigError(f"partition.idle.ms must be a positive number of ms, got {idle_ms!r}")
+        previous, self.partition_idle_ms = self.partition_idle_ms, idle_ms
+        await asyncio.gather(*(h.set_idle_ms.remote(idle_ms) for h in list(self._handles.values())),
+                             return_exceptions=True)
+        return previous
+
+    async def hibernate(self, topic: str, partition: int, topic_id: str | None = None, idle_only: bool = True) -> bool:
+        """Hibernate a partition: its actor closes its log cleanly (only if nothing is in flight, and
+        with ``idle_only`` only if idle for ``partition.idle.ms``), then it is stopped; the next use
+        activates it again. True when it hibernated.
+
+        Called by a partition actor whose idle time ran out, and by the router itself (the cap on
+        active partitions). While it runs the partition is neither active nor startable: an
+        activation waits for the old actor to be gone, so two actors never own one folder.
+        """
+        key = (topic, partition)
+        handle = self._handles.get(key)
+        t = self._meta["topics"].get(topic)
+        if handle is None or t is None or key in self._activating or key in self._hibernating:
+            return False
+        if topic_id is not None and t["topic_id"] != topic_id:
+            return False
+        done = self._hibernating[key] = asyncio.get_running_loop().create_future()
+        del self._handles[key]
+        try:
+            try:
+                closed = await asyncio.wait_for(handle.hibernate.remote(idle_only), HIBERNATE_TIMEOUT_S)
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
+                # It died meanwhile (a crash): Ray restarts it, and it recovers its log: still active.
+                log.warning("partition %s-%d died while hibernating (%s); it stays active", topic, partition, e)
+                closed = False
+            except Exception as e:  # the log failed to close (disk error): restart it, it recovers
+                log.warning("partition %s-%d failed to hibernate (%s); restarting it", topic, partition, e)
+                ray.kill(handle, no_restart=False)
+                closed = False
+            if not closed:
+                if topic in self._meta["topics"]:
+                    self._handles[key] = handle
+                return False
+            self._hibernated_ids[handle._actor_id.hex()] = None
+            while len(self._hibernated_ids) > HIBERNATED_IDS_KEPT:
+                self._hibernated_ids.popitem(last=False)
+            ray.kill(handle, no_restart=True)
+            await _name_released(actor_name(topic, partition))
+            log.info("partition %s-%d hibernated", topic, partition)
+            return True
+        finally:
+            del self._hibernating[key]
+            done.set_result(None)
 
     def _is_offline(self, topic: str, partition: int) -> bool:
         if (topic, partition) in self._handles:
@@ -380,6 +512,56 @@ class RouterActor(SecurityMetadata):
     def _watching(self) -> None:
         if self._watch is None or self._watch.done():
             self._watch = asyncio.get_running_loop().create_task(self._watch_nodes())
+        if self._retention is None or self._retention.done():
+            self._retention = asyncio.get_running_loop().create_task(self._retention_rounds())
+
+    async def _retention_rounds(self) -> None:
+        while True:
+            await asyncio.sleep(self.maintenance_interval_s)
+            try:
+                await self.retention_pass()
+            except Exception:
+                log.exception("router: retention pass over inactive partitions failed")
+
+    async def retention_pass(self) -> list[tuple[str, int]]:
+        """Retention for inactive partitions without a process each: per node, one task reads their
+        folders' file names, sizes and time indexes (``closed_folder_due``); only the partitions with
+        a segment to delete are activated, apply their retention and hibernate again. Returns those.
+
+        Runs every ``maintenance_interval_s`` (the interval active partitions check retention at);
+        active partitions apply retention themselves.
+        """
+        by_node: dict[str, list[tuple[str, int, str, dict[str, str]]]] = {}
+        for topic, t in list(self._meta["topics"].items()):
+            cfg = self._effective(t)
+            if not cfg.deletes or (cfg.retention_ms < 0 and cfg.retention_bytes < 0):
+                continue
+            for p in range(t["partitions"]):
+                key = (topic, p)
+                if key in self._handles or key in self._activating or key in self._hibernating \
+                        or self._is_offline(topic, p):
+                    continue
+                by_node.setdefault(t["placement"][str(p)]["node_id"], []).append(
+                    (topic, p, self._dir(topic, p), cfg.to_dict()))
+        nodes = list(by_node)
+        answers = await asyncio.gather(*(_retention_due.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(
+            [(d, c) for _t, _p, d, c in by_node[node]]) for node in nodes), return_exceptions=True)
+        due = []
+        for node, answer in zip(nodes, answers):
+            if isinstance(answer, BaseException):
+                log.warning("retention check of inactive partitions on node %s failed: %s", node, answer)
+                continue
+            due += [(t, p) for (t, p, _d, _c), yes in zip(by_node[node], answer) if yes]
+        for topic, p in due:
+            try:
+                handle = await self._activate(topic, p)
+                deleted = await handle.apply_retention.remote()
+                log.info("retention of inactive partition %s-%d: %d segments deleted", topic, p, deleted)
+                await self.hibernate(topic, p, idle_only=False)
+            except Exception as e:  # deleted meanwhile, its node gone...: the next round sees it again
+                log.warning("retention of inactive partition %s-%d failed: %s", topic, p, e)
+        return due
 
     async def _watch_nodes(self) -> None:
         """Take partitions offline when their node dies, bring them back when it returns, and finish
@@ -793,8 +975,9 @@ class RouterActor(SecurityMetadata):
         for h in handles:
             ray.kill(h, no_restart=True)
         self._handles.clear()
-        if self._watch is not None:
-            self._watch.cancel()
+        for task in (self._watch, self._retention):
+            if task is not None:
+                task.cancel()
         self._dir_lock.release()  # the next broker on this data dir may start now
 
 
@@ -820,6 +1003,15 @@ async def _name_released(name: str, timeout: float = 30.0) -> None:
         except ValueError:
             return
         await asyncio.sleep(0.05)
+
+
+@ray.remote(num_cpus=0, max_retries=1)
+def _retention_due(items: list[tuple[str, dict[str, str]]]) -> list[bool]:
+    """Runs on a node: for each (inactive partition folder, effective topic config), is retention due?"""
+    from logan_ray.storage.retention import closed_folder_due
+
+    now_ms = int(time.time() * 1000)
+    return [closed_folder_due(directory, TopicConfig.from_dict(config), now_ms) for directory, config in items]
 
 
 @ray.remote(num_cpus=0, max_retries=3)

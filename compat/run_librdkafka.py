@@ -1,6 +1,6 @@
 """Start a logan-ray broker, run librdkafka's integration tests against it, stop it.
 
-    python compat/run_librdkafka.py [fast|full|NNNN,NNNN...] [--report-dir DIR] [--no-auto-create]
+    python compat/run_librdkafka.py [fast|full|todo|NNNN[:FILTER],NNNN...] [--report-dir DIR] [--no-auto-create]
 
 The broker (embedded Ray, router, group coordinator, one Kafka gateway on a free
 loopback port, data in a temporary directory) lives only as long as this
@@ -37,7 +37,7 @@ def run_against(bootstrap: str, tests: str, report_dir: str | None = None, timeo
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("tests", nargs="?", default="fast", help="fast (default), full, or a comma list of test numbers")
+    p.add_argument("tests", nargs="?", default="fast", help="fast (default), full, todo, or a comma list of test numbers (NNNN:FILTER: only sub-tests whose name contains FILTER)")
     p.add_argument("--report-dir", help="keep librdkafka's JSON test reports here")
     p.add_argument("--num-partitions", type=int, default=4,
                    help="partitions of auto-created topics (librdkafka's test scenarios use 4)")

@@ -128,7 +128,9 @@ class Broker:
         self.owns_ray = _client.init_ray(o.address, o.data_dir)
         self.router = _client.ensure_router(o.data_dir, auto_create_topics=settings.get("auto.create.topics.enable"),
                                             num_partitions=settings.get("num.partitions"),
-                                            topic_defaults=settings.topic_defaults)
+                                            topic_defaults=settings.topic_defaults,
+                                            partition_idle_ms=settings.get("partition.idle.ms"),
+                                            max_active_partitions=settings.get("max.active.partitions"))
         from logan_ray.actors.group_coordinator import ensure_group_coordinator
 
         ensure_group_coordinator()  # replays committed offsets before clients arrive

@@ -144,6 +144,12 @@ _SETTINGS: dict[str, _Setting] = {
     "num.partitions": _Setting(_int_range(1, INT_MAX), "1", "partitions of auto-created topics"),
     "log.dirs": _Setting(_reject_log_dirs, None, "the data dir (one; same as --data-dir)"),
     "log.dir": _Setting(_reject_log_dirs, None, "the data dir (one; same as --data-dir)"),
+    # logan-ray's own: partitions cost a process only while in use (docs/architecture.md, "Partition lifecycle")
+    "partition.idle.ms": _Setting(_int_range(1, LONG_MAX), "300000",
+                                  "a partition with no traffic this long closes its log and its process exits"),
+    "max.active.partitions": _Setting(_int_range(-1, INT_MAX), "-1",
+                                      "active partitions per node before the least recently used hibernates "
+                                      "(-1: half the node's Ray memory at 64 MiB each, at least 64)"),
     # socket server
     "listeners": _Setting(_string, "PLAINTEXT://127.0.0.1:9092", "NAME://HOST:PORT,... the gateways listen on"),
     "advertised.listeners": _Setting(_string, None, "NAME://HOST:PORT,... told to clients (default: listeners)"),
@@ -195,6 +201,7 @@ KAFKA_TYPES: dict[str, int | None] = {
     "ssl.protocol": STRING, "ssl.cipher.suites": LIST, "ssl.endpoint.identification.algorithm": STRING,
     "ssl.principal.mapping.rules": STRING, "sasl.enabled.mechanisms": LIST, "sasl.server.max.receive.size": INT,
     "authorizer.class.name": STRING, "super.users": None, "allow.everyone.if.no.acl.found": None,
+    "partition.idle.ms": LONG, "max.active.partitions": INT,  # logan-ray's own (partition hibernation)
 }
 
 #: Kafka's broker-level defaults for topic configs (ServerTopicConfigSynonyms): broker name -> topic name.

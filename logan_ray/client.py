@@ -19,7 +19,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from . import runtime_file
 from .actors.topic_names import is_internal
 from ._ray import NAMESPACE, get
-from .errors import NotRunningError, UnknownTopicError
+from .errors import NotRunningError, PartitionHibernatedError, UnknownTopicError
 
 log = logging.getLogger("logan_ray")
 
@@ -276,9 +276,36 @@ class Client:
             parts = self.partitions(topic, refresh=True)
             if not 0 <= partition < len(parts):
                 raise UnknownPartitionError(f"topic {topic!r} has no partition {partition} (it has {len(parts)})")
-        if parts[partition][0] is None:  # offline: the router's LeaderNotAvailableError names the awaited node
-            return get(self.router.partition.remote(topic, partition)), parts[partition][1]
+        if parts[partition][0] is None:  # inactive (or offline: the router's LeaderNotAvailableError names its node)
+            handle = get(self.router.activate.remote(topic, partition))
+            parts[partition] = (handle, parts[partition][1])
         return parts[partition][0], parts[partition][1]
+
+    def call(self, topic: str, partition: int, method: str, *args: Any, timeout: float | None = None) -> Any:
+        """A read-only call to a partition's actor by Ray, looking the actor up again when it is gone
+        (hibernated, or replaced): what ``Consumer`` and the admin calls use for offsets and lookups."""
+        for attempt in range(3):
+            handle, _node = self.partition_route(topic, partition)
+            try:
+                return get(getattr(handle, method).remote(*args), timeout)
+            except (PartitionHibernatedError, NotRunningError):
+                if attempt == 2:
+                    raise
+                self.reroute(topic, partition, handle)
+
+    def reroute(self, topic: str, partition: int, stale: Any) -> tuple[Any, str, bool]:
+        """After a call to ``stale`` (this partition's actor) failed: (the current actor, its node, whether
+        ``stale`` ended by hibernating, so the failed call did nothing and may be repeated as it is).
+
+        The Python client's one way back to a partition whose actor is gone: the router names
+        (and if needed starts) the current one, as the gateway's ``Partition.call`` does.
+        """
+        handle, hibernated = get(self.router.reactivate.remote(topic, partition, stale._actor_id.hex()))
+        parts = self._routes.get(topic)
+        if parts is not None and 0 <= partition < len(parts) and parts[partition][0] is stale:
+            parts[partition] = (handle, parts[partition][1])
+        node = parts[partition][1] if parts is not None and 0 <= partition < len(parts) else None
+        return handle, node, hibernated
 
     @property
     def local_path(self):

@@ -32,7 +32,14 @@ from logan_ray.storage.records import decode_tagged
 from ._ray import get
 from .local_path import ChannelClosedError
 from .local_path import result as local_result
-from .errors import GroupError, LoganError, OffsetOutOfRangeError, UnknownPartitionError
+from .errors import (
+    GroupError,
+    LoganError,
+    NotRunningError,
+    OffsetOutOfRangeError,
+    PartitionHibernatedError,
+    UnknownPartitionError,
+)
 from .group_member import GroupMember, OffsetAndMetadata
 from .serializers import deserializer
 
@@ -165,9 +172,6 @@ class Consumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self._positions)
 
-    def _actor(self, tp: TopicPartition):
-        return self._client.partition_actor(tp.topic, tp.partition)
-
     # --------------------------------------------------------------- position
     def seek(self, partition: tuple[str, int], offset: int) -> None:
         tp = TopicPartition(*partition)
@@ -194,7 +198,7 @@ class Consumer:
         return self._positions[tp]  # type: ignore[return-value]
 
     def _offsets(self, tp: TopicPartition) -> tuple[int, int]:
-        return tuple(get(self._actor(tp).offsets.remote()))  # type: ignore[return-value]
+        return tuple(self._client.call(tp.topic, tp.partition, "offsets"))  # type: ignore[return-value]
 
     def beginning_offsets(self, partitions: Sequence[tuple[str, int]]) -> dict[TopicPartition, int]:
         return {TopicPartition(*tp): self._offsets(TopicPartition(*tp))[0] for tp in partitions}
@@ -204,9 +208,9 @@ class Consumer:
 
     def offsets_for_times(self, timestamps: dict[tuple[str, int], int]) -> dict[TopicPartition, tuple[int, int] | None]:
         """{tp: (offset, timestamp)} of the first record with timestamp >= the given ms, or None."""
-        refs = {TopicPartition(*tp): self._actor(TopicPartition(*tp)).offset_for_timestamp.remote(ts)
-                for tp, ts in timestamps.items()}
-        return {tp: (tuple(r) if r is not None else None) for tp, r in zip(refs, get(list(refs.values())))}
+        found = {TopicPartition(*tp): self._client.call(tp[0], tp[1], "offset_for_timestamp", ts)
+                 for tp, ts in timestamps.items()}
+        return {tp: (tuple(r) if r is not None else None) for tp, r in found.items()}
 
     def _reset_position(self, tp: TopicPartition) -> None:
         if self._reset == "none":
@@ -323,8 +327,14 @@ class Consumer:
             self._positions[tp] = None
             self._reset_position(tp)
             return
-        except ChannelClosedError:
-            return  # the actor restarted: same position, the next fetch reopens its channel
+        except (ChannelClosedError, PartitionHibernatedError, NotRunningError):
+            # The actor hibernated (or restarted): same position; the next fetch goes to the current one.
+            try:
+                stale, _node = self._client.partition_route(tp.topic, tp.partition)
+                self._client.reroute(tp.topic, tp.partition, stale)
+            except LoganError as e:  # e.g. its node is gone: the next fetch reports it
+                log.info("%s-%d: no current actor yet: %s", tp.topic, tp.partition, e)
+            return
         if not data:
             return
         next_offset = pos

@@ -20,6 +20,7 @@ from logan_ray.common.errors import (  # noqa: F401  (re-exported)
     LeaderNotAvailableError,
     NonEmptyGroupError,
     NotRunningError,
+    PartitionHibernatedError,
     RebalanceInProgressError,
     RequestTimedOutError,
     SerializationError,

@@ -46,6 +46,7 @@ from .errors import (
     InvalidTimestampError,
     LoganError,
     NotRunningError,
+    PartitionHibernatedError,
     RecordTooLargeError,
     RequestTimedOutError,
     UnknownPartitionError,
@@ -668,6 +669,9 @@ class Producer:
                     continue
                 except (ray.exceptions.RayTaskError, LoganError, ChannelError) as e:
                     cause = getattr(e, "cause", e)
+                    if isinstance(cause, PartitionHibernatedError):
+                        self._resend_from(state, e)  # refused unwritten: the partition's next actor takes it
+                        continue
                     if type(cause).__name__ == "OutOfOrderSequenceError" and head.attempts > 1:
                         self._resend_from(state, e)  # an earlier batch was lost with the crash; resend in order
                         continue
@@ -730,8 +734,19 @@ class Producer:
             state.in_flight.popleft()
             self._note_error(head.error)
             return
-        log.warning("resending %d batches to %s-%d after: %r", len(state.in_flight), head.topic, head.partition, error)
-        time.sleep(min(0.05 * head.attempts, 1.0))
+        try:  # the actor may be gone for good (hibernated): resend to the current one
+            stale, _node = self._client.partition_route(head.topic, head.partition)
+            hibernated = self._client.reroute(head.topic, head.partition, stale)[2]
+        except LoganError as e:  # the router is restarting, or the partition's node is gone: retry as before
+            log.info("%s-%d: no current actor yet: %s", head.topic, head.partition, e)
+            hibernated = False
+        if hibernated or isinstance(getattr(error, "cause", error), PartitionHibernatedError):
+            log.info("resending %d batches to %s-%d, which hibernated", len(state.in_flight), head.topic,
+                     head.partition)
+        else:
+            log.warning("resending %d batches to %s-%d after: %r", len(state.in_flight), head.topic,
+                        head.partition, error)
+            time.sleep(min(0.05 * head.attempts, 1.0))
         for b in state.in_flight:  # same payloads, same sequences: the actor drops duplicates
             self._submit(b, state)
 

@@ -56,3 +56,39 @@ def deletable_prefix(segments: Sequence[SegmentFacts], config: TopicConfig, now_
             excess -= segments[count].size
             count += 1
     return count
+
+
+def closed_folder_due(directory: str, config: TopicConfig, now_ms: int) -> bool:
+    """Whether time or size retention would delete a segment of a partition folder no process has open
+    (a hibernated partition), read from file names, sizes and time indexes only, without opening the log.
+
+    A hint that errs towards True: each segment's time is the largest timestamp in its time index,
+    which is never later than its largest record timestamp, so a due segment is never missed; a
+    partition found due is opened by its actor, whose own retention decides.
+    """
+    if not config.deletes or (config.retention_ms < 0 and config.retention_bytes < 0):
+        return False
+    try:
+        names = sorted(n for n in os.listdir(directory) if n.endswith(".log") and n[:-4].isdigit())
+    except FileNotFoundError:
+        return False
+    segments = []
+    for name in names:
+        path = os.path.join(directory, name)
+        try:
+            size = os.path.getsize(path)
+        except FileNotFoundError:
+            return True  # the folder changed under us: let the actor look
+        segments.append(SegmentFacts(int(name[:-4]), -1, size, _largest_indexed_time(path[:-4] + ".timeindex"), path))
+    return len(segments) > 1 and deletable_prefix(segments, config, now_ms, -1) > 0
+
+
+def _largest_indexed_time(path: str) -> int:
+    """The largest timestamp of a time index file (8-byte time, 4-byte relative offset per entry), -1 if none."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return -1
+    usable = len(data) - len(data) % 12
+    return max((int.from_bytes(data[i:i + 8], "big", signed=True) for i in range(0, usable, 12)), default=-1)

@@ -58,6 +58,18 @@ class LeaderNotAvailableError(LoganError):
         return (type(self), (str(self), self.node_id, self.node_ip))
 
 
+class PartitionHibernatedError(LoganError):
+    """The partition actor called has closed its log to hibernate (``partition.idle.ms``) and exits.
+
+    It refused the call before doing anything, so the call is safe to repeat on the
+    partition's next actor, which the router starts on that next use. Kafka clients
+    see NOT_LEADER_OR_FOLLOWER, the error that makes them look the partition up again.
+    """
+
+    code = 6  # NOT_LEADER_OR_FOLLOWER
+    retriable = True
+
+
 class RequestTimedOutError(LoganError):
     code = 7  # REQUEST_TIMED_OUT
     retriable = True

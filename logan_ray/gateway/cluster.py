@@ -65,6 +65,18 @@ def is_stale_route(exc: BaseException) -> bool:
     return error_code(exc) == codes.NOT_LEADER_OR_FOLLOWER
 
 
+#: Partition actor methods that change nothing: repeating one after any failure is harmless.
+READ_METHODS = frozenset({"locate", "fetch", "offsets", "wait_for_data", "offset_for_timestamp",
+                          "max_timestamp_offset", "read_records", "list_offset", "end_offset_for_epoch",
+                          "diverging_epoch", "leader_epoch"})
+
+
+def refused_by_hibernation(exc: BaseException) -> bool:
+    """True when a partition actor refused the call because it hibernates (the call did nothing)."""
+    cause = getattr(exc, "cause", None) or exc
+    return type(cause).__name__ == "PartitionHibernatedError" or getattr(exc, "kind", None) == "PartitionHibernatedError"
+
+
 def ignore_outcome(fut: "asyncio.Future") -> None:
     """Done-callback for a future nobody awaits any more: retrieve its error so asyncio
     does not log it (a background channel opening fails again on first use, an unused
@@ -73,14 +85,21 @@ def ignore_outcome(fut: "asyncio.Future") -> None:
         fut.exception()
 
 
+Activator = Callable[[Any], Awaitable[tuple[Any, ChannelLink | None, bool]]]
+
+
 class Partition:
-    """One routed partition: actor handle (None while inactive), node, and whether this gateway serves it."""
+    """One routed partition: actor handle (None while inactive), node, and whether this gateway serves it.
+
+    The gateway's one way to reach a partition: :meth:`call` starts an inactive
+    partition through the router, and when the actor it knew is gone (it hibernated,
+    or crashed and the caller must look again) asks the router for the current one.
+    """
 
     __slots__ = ("handle", "node_id", "local", "leader_epoch", "_link", "_activate", "_down")
 
     def __init__(self, handle: Any, node_id: str, local: bool, link: ChannelLink | None = None,
-                 activate: Callable[[], Awaitable[tuple[Any, ChannelLink | None]]] | None = None,
-                 offline: bool | None = None, leader_epoch: int = -1) -> None:
+                 activate: Activator | None = None, offline: bool | None = None, leader_epoch: int = -1) -> None:
         self.handle = handle
         self.node_id = node_id
         self.local = local
@@ -100,9 +119,29 @@ class Partition:
         return {"leader_id": broker_id(self.node_id), "leader_epoch": self.leader_epoch}
 
     async def call(self, method: str, *args: Any, payload: Any = None) -> Any:
-        """Call a partition actor method: over the node-local channel when there is one, else by Ray."""
+        """Call a partition actor method: over the node-local channel when there is one, else by Ray.
+
+        An inactive partition is started first. When the actor turns out to be gone, the
+        router names the current one (starting it); the call is repeated there when it
+        cannot have taken effect on the old one (a read, or the old actor hibernated,
+        refusing everything after its last call), else the error goes to the caller.
+        """
         if self.handle is None and self._activate is not None:
-            self.handle, self._link = await self._activate()  # inactive: the router starts its actor
+            self.handle, self._link, _ = await self._activate(None)  # inactive: the router starts its actor
+        for attempt in range(3):
+            handle = self.handle
+            try:
+                return await self._call_once(method, args, payload)
+            except Exception as e:
+                if self._activate is None or attempt == 2 or not is_stale_route(e):
+                    raise
+                fresh, link, stale_hibernated = await self._activate(handle)
+                if self.handle is handle:
+                    self.handle, self._link = fresh, link
+                if not (refused_by_hibernation(e) or stale_hibernated or method in READ_METHODS):
+                    raise
+
+    async def _call_once(self, method: str, args: tuple, payload: Any) -> Any:
         link = self._link
         client = link.client if link is not None else None
         if link is not None and (client is None or client.closed):
@@ -158,7 +197,7 @@ class Cluster:
         self._gateways_at = 0.0
         self._settings: dict[str, Any] | None = None
         self._links: dict[str, ChannelLink] = {}
-        self._activating: dict[tuple[str, int], asyncio.Future] = {}
+        self._activating: dict[tuple[str, int, str | None], asyncio.Future] = {}
 
     # ---------------------------------------------------------------- routes
     def _store(self, name: str, route: dict | None) -> list[Partition] | None:
@@ -172,8 +211,8 @@ class Cluster:
         for i, (h, n) in enumerate(route["partitions"]):
             local = n == self.node_id and i not in offline
             routed.append(Partition(h, n, local, self._link(h) if h is not None and local else None,
-                                    activate=self._activator(name, i, local) if h is None else None,
-                                    offline=i in offline, leader_epoch=epochs[i]))
+                                    activate=self._activator(name, i, local), offline=i in offline,
+                                    leader_epoch=epochs[i]))
         for p in routed:  # open the channels now, so a client's first produce or fetch doesn't wait
             if p.local and p._link is not None and p._link.client is None and not p._link.lock.locked():
                 asyncio.ensure_future(p._link.get(p.handle)).add_done_callback(ignore_outcome)
@@ -208,16 +247,20 @@ class Cluster:
             return None
         return parts[index]
 
-    def _activator(self, name: str, index: int, local: bool) -> Callable[[], Awaitable[tuple[Any, ChannelLink | None]]]:
-        async def activate() -> tuple[Any, ChannelLink | None]:
-            """Ask the router to start an inactive partition; concurrent first requests share one call."""
-            key = (name, index)
+    def _activator(self, name: str, index: int, local: bool) -> Activator:
+        async def activate(stale: Any) -> tuple[Any, ChannelLink | None, bool]:
+            """Ask the router for the partition's actor, starting it if inactive: (handle, channel link,
+            whether ``stale``, the actor a call just failed on, ended by hibernating). Concurrent
+            requests about the same actor share one router call."""
+            stale_id = stale._actor_id.hex() if stale is not None else None
+            key = (name, index, stale_id)
             fut = self._activating.get(key)
             if fut is None:
-                fut = self._activating[key] = asyncio.ensure_future(self.router.activate.remote(name, index))
+                fut = self._activating[key] = asyncio.ensure_future(
+                    self.router.reactivate.remote(name, index, stale_id))
                 fut.add_done_callback(lambda _f: self._activating.pop(key, None))
-            handle = await asyncio.shield(fut)
-            return handle, self._link(handle) if local else None
+            handle, hibernated = await asyncio.shield(fut)
+            return handle, self._link(handle) if local else None, hibernated
         return activate
 
     def _link(self, handle: Any) -> ChannelLink:

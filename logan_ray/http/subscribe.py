@@ -16,7 +16,7 @@ import ray
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
-from logan_ray.errors import LoganError, OffsetOutOfRangeError
+from logan_ray.errors import LoganError, OffsetOutOfRangeError, PartitionHibernatedError
 from logan_ray.protocol import errors as E
 from logan_ray.security import acl
 
@@ -45,10 +45,10 @@ async def subscribe(request: Request) -> Response:
             offset = await start_offset(actor, req.offset, req.timestamp, req.position)
             chunk = await fetch(actor, offset, req.max_bytes, req.timeout_ms, req.max_records, req.encoding)
             break
-        except ray.exceptions.RayActorError:
+        except (ray.exceptions.RayActorError, PartitionHibernatedError):
             if attempt == 2:
                 raise
-            backend.forget(req.topic)  # the topic was deleted (or re-created) since its route was cached
+            backend.forget(req.topic)  # deleted, re-created or hibernated since its route was cached
     text = (f'{{"topic":{json.dumps(req.topic)},"partition":{req.partition},"records":[{",".join(chunk.records)}],'
             f'"next_offset":{chunk.next_offset},"high_watermark":{chunk.high_watermark},'
             f'"log_start_offset":{chunk.log_start_offset}}}')
