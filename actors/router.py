@@ -218,7 +218,9 @@ class RouterActor(SecurityMetadata):
         place = self._placeable(topic, partition, t)
         if place is None:
             return None
-        return self._register(topic, partition, t, self._new_actor(topic, partition, t, place))
+        handle = self._register(topic, partition, t, self._new_actor(topic, partition, t, place))
+        handle.identity.remote()  # starts its idle clock: a partition started without a request hibernates too
+        return handle
 
     async def _spawn_async(self, topic: str, partition: int, t: dict[str, Any]):
         """:meth:`_spawn` with Ray's actor creation off the event loop.
