@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import pytest
 from log_helpers import batch, open_log
@@ -17,8 +16,6 @@ from logan_ray.storage.leader_epochs import (
     parse_checkpoint,
 )
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tooling"))
-from volatile_fs import VolatileMount  # noqa: E402
 
 
 def cache_of(tmp_path, *pairs) -> LeaderEpochCache:
@@ -172,16 +169,6 @@ def test_loader_cuts_a_checkpoint_ahead_of_the_log_and_rebuilds_a_missing_one_fr
 
 
 # ------------------------------------------------------------ real fault: lost unsynced writes
-@pytest.fixture
-def volatile(tmp_path):
-    m = VolatileMount(str(tmp_path / "backing"), str(tmp_path / "mnt"))
-    m.mount()
-    try:
-        yield m
-    finally:
-        m.unmount()
-
-
 def test_power_loss_leaves_no_epoch_ahead_of_the_recovered_log(volatile):
     """The epoch-1 entry is fsynced at offset 10, but offsets 5..9 under it were never synced."""
     folder = os.path.join(volatile.mountpoint, "t-0")

@@ -10,22 +10,10 @@ import os
 import sys
 import threading
 
-import pytest
 from log_helpers import all_records, batch, open_log
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tooling"))
 from power_loss_checks import check_recovered  # noqa: E402
-from volatile_fs import VolatileMount  # noqa: E402
-
-
-@pytest.fixture
-def volatile(tmp_path):
-    m = VolatileMount(str(tmp_path / "backing"), str(tmp_path / "mnt"))
-    m.mount()
-    try:
-        yield m
-    finally:
-        m.unmount()
 
 
 def test_power_loss_keeps_every_acks_all_record_and_loses_only_the_unsynced_tail(volatile):
