@@ -15,7 +15,8 @@ per-host addresses, that each host keeps its own partition files, or that
   on every host, as on real machines; logan-ray's data dir), ``/tmp`` (Ray's
   session files), ``/run``, ``/etc/hosts`` (every host's name), and a home
   directory for root (``/etc/passwd`` is replaced in the host); the rest of the
-  file system, Python included, is shared: "logan-ray is installed on every host";
+  file system, Python included, is shared: "logan-ray is installed on every host" (a clone
+  under /tmp is bound back into the host's own /tmp);
 - its own sshd listening only on its bridge IP, root login with the bed's
   generated key only; sessions get ``env`` (PATH, PYTHONPATH) set by sshd.
 
@@ -399,7 +400,20 @@ def _init(host_dir: str, data_path: str, name: str) -> None:
         _run("mount", "--bind", src, dst)
 
     bind(os.path.join(host_dir, "data"), data_path)
+    # The software is on every host, as installed alike on real machines: a clone under /tmp
+    # (``mktemp -d``) would be hidden by the host's own /tmp, so it is bound back into it.
+    software = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    shared = [software] if software.startswith("/tmp/") else []
+    staged = []
+    for i, path in enumerate(shared):
+        stage = os.path.join(host_dir, f"shared-{i}")
+        os.makedirs(stage, exist_ok=True)
+        bind(path, stage)
+        staged.append((stage, path))
     bind(os.path.join(host_dir, "tmp"), "/tmp")
+    for stage, path in staged:
+        os.makedirs(path, exist_ok=True)  # in the host's own /tmp
+        bind(stage, path)
     bind(os.path.join(host_dir, "passwd"), "/etc/passwd")
     bind(os.path.join(host_dir, "hosts"), "/etc/hosts")
     _run("mount", "-t", "tmpfs", "-o", "mode=755,size=64m", "tmpfs", "/run")
