@@ -15,6 +15,7 @@ import uuid
 from typing import Any, Awaitable, Callable, Iterable
 
 from logan_ray.actors.channel import ChannelClosedError, ChannelLink
+from logan_ray.common.errors import PartitionHibernatedError
 from logan_ray.protocol import errors as codes
 
 log = logging.getLogger("logan_ray.gateway")
@@ -73,8 +74,8 @@ READ_METHODS = frozenset({"locate", "fetch", "offsets", "wait_for_data", "offset
 
 def refused_by_hibernation(exc: BaseException) -> bool:
     """True when a partition actor refused the call because it hibernates (the call did nothing)."""
-    cause = getattr(exc, "cause", None) or exc
-    return type(cause).__name__ == "PartitionHibernatedError" or getattr(exc, "kind", None) == "PartitionHibernatedError"
+    cause = getattr(exc, "cause", None) or exc  # a Ray task error carries the actor's exception as .cause
+    return isinstance(cause, PartitionHibernatedError) or getattr(exc, "kind", None) == PartitionHibernatedError.__name__
 
 
 def ignore_outcome(fut: "asyncio.Future") -> None:

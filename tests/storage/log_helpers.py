@@ -85,3 +85,14 @@ def fill(seg: Segment, sizes_counts, ts_of=lambda i: 1000 + i):
         placed.append((seg.size, base, base + count - 1, h.size))
         seg.append(b, [(0, base, base + count - 1, h.max_timestamp, h.size)], now_ms=1)
     return placed
+
+
+def lose_power(volatile, log) -> None:
+    """The power goes under an open log: every unsynced write is gone, the log's close
+    fails and only releases descriptors, then the disk comes back for recovery."""
+    volatile.power_loss()
+    try:
+        log.close()
+    except Exception:
+        pass
+    volatile.mount()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from log_helpers import batch, open_log
+from log_helpers import batch, lose_power, open_log
 
 from logan_ray.storage.batch_header import iter_headers
 from logan_ray.storage.errors import FencedLeaderEpochError
@@ -181,12 +181,7 @@ def test_power_loss_leaves_no_epoch_ahead_of_the_recovered_log(volatile):
         lg.append(batch(i), leader_epoch=0)  # acks=1: page cache only
     lg.start_leader_epoch(1)  # the checkpoint (1, 10) is durable
     assert lg.leader_epochs.entries == [(0, 0), (1, 10)]
-    volatile.power_loss()
-    try:
-        lg.close()
-    except Exception:
-        pass
-    volatile.mount()
+    lose_power(volatile, lg)
     again = open_log(folder)
     assert again.log_end_offset == 5
     assert again.leader_epochs.entries == [(0, 0)]

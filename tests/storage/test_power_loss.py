@@ -10,7 +10,7 @@ import os
 import sys
 import threading
 
-from log_helpers import all_records, batch, open_log
+from log_helpers import all_records, batch, lose_power, open_log
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tooling"))
 from power_loss_checks import check_recovered  # noqa: E402
@@ -43,12 +43,7 @@ def test_power_loss_keeps_every_acks_all_record_and_loses_only_the_unsynced_tail
     for i in range(20):  # an unsynced tail, acknowledged with acks=1
         info = lg.append(batch(9000 + i, pad=300))
         acked[info.base_offset] = (b"value-%d" % (9000 + i) + b"x" * 300, "1")
-    volatile.power_loss()
-    try:
-        lg.close()  # the disk is gone: this fails, and only releases descriptors
-    except Exception:
-        pass
-    volatile.mount()
+    lose_power(volatile, lg)
     again = open_log(folder, segment_bytes=16 * 1024)
     end = check_recovered([(r.offset, r.value) for r in all_records(again)], acked)
     assert again.log_end_offset == end
@@ -63,12 +58,7 @@ def test_power_loss_right_after_the_first_durable_append_of_a_new_log(volatile):
     lg = open_log(folder)
     info = lg.append(batch(7))
     lg.flush_to(info.last_offset + 1)
-    volatile.power_loss()
-    try:
-        lg.close()
-    except Exception:
-        pass
-    volatile.mount()
+    lose_power(volatile, lg)
     again = open_log(folder)
     assert [r.value for r in all_records(again)] == [b"value-7"]
     again.close()
