@@ -8,6 +8,7 @@ invariants):
 
 * :mod:`.log_lifecycle`: open (recovery, producer state), close, delete;
 * :mod:`.log_append`: validate and append batches, roll segments;
+* :mod:`.log_replica`: a follower's byte-for-byte append and runtime truncation;
 * :mod:`.log_flush`: fsync up to a point, the group commit behind ``acks=all``;
 * :mod:`.log_read`: which file ranges answer a fetch;
 * :mod:`.time_lookup`: offsets by timestamp (ListOffsets);
@@ -27,7 +28,7 @@ from __future__ import annotations
 import time
 from typing import Callable, NamedTuple
 
-from . import cleaned_install, log_append, log_flush, log_lifecycle, log_retention, log_verify
+from . import cleaned_install, log_append, log_flush, log_lifecycle, log_replica, log_retention, log_verify
 from .cleanable import CleanView, DirtyStats, SegmentView, dirty_stats
 from .cleaned_install import SwapReport
 from .cleaner_checkpoint import CleanerCheckpoint
@@ -176,6 +177,15 @@ class PartitionLog:
         so record bytes are never re-encoded. One ``pwrite`` per call.
         """
         return log_append.append(self._st, data, leader_epoch)
+
+    # ------------------------------------------------------------ follower side
+    def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append a leader's fetched batches byte for byte, epochs included (see :mod:`.log_replica`)."""
+        return log_replica.append_as_follower(self._st, data)
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut every batch holding an offset >= ``offset``, durably; returns the new log end (:mod:`.log_replica`)."""
+        return log_replica.truncate_to(self._st, offset)
 
     # ------------------------------------------------------------ leader epochs
     @property
