@@ -25,6 +25,7 @@ from logan_ray.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from logan_ray.storage.leader_epochs import CHECKPOINT_FILE, fence, read_checkpoint_file
 from logan_ray.storage.log import PartitionLog
 from logan_ray.storage.partition_dir import claim, mark_for_deletion, remove_marked
+from logan_ray.storage.recovery import CLEAN_SHUTDOWN_FILE
 from logan_ray.storage.producer_state import DEFAULT_EXPIRATION_MS, OutOfOrderSequenceError
 
 from .channel import ChannelServer, serve_channel
@@ -120,10 +121,12 @@ def open_partition(router_name: str, topic: str, partition: int, topic_id: str, 
     """{"config", "leader_epoch"} for this start of the actor, from the router's durable metadata.
 
     As :func:`load_topic_config`, and the router saves this incarnation's leader epoch
-    before answering (the same ``incarnation`` asked again gets the same epoch).
+    before answering (the same ``incarnation`` asked again gets the same epoch). A folder
+    closed cleanly (hibernation, a clean shutdown) keeps its epoch: see the router.
     """
+    clean = os.path.exists(os.path.join(directory, CLEAN_SHUTDOWN_FILE))  # hibernated: the same leader wakes
     return ray.get(_router(router_name).open_partition.remote(
-        topic, partition, topic_id, incarnation, newest_local_epoch(directory)), timeout=CONFIG_LOAD_TIMEOUT_S)
+        topic, partition, topic_id, incarnation, newest_local_epoch(directory), clean), timeout=CONFIG_LOAD_TIMEOUT_S)
 
 
 class PartitionActor:

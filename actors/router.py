@@ -469,23 +469,34 @@ class RouterActor(SecurityMetadata):
         return t
 
     async def open_partition(self, topic: str, partition: int, topic_id: str, incarnation: str,
-                             log_epoch: int = -1) -> dict[str, Any]:
+                             log_epoch: int = -1, clean: bool = False) -> dict[str, Any]:
         """What a starting partition actor needs: its config and its leader epoch.
 
         ``incarnation`` names this start of the actor (one per ``__init__``/reopen): a new one
         bumps the epoch (the first one of a new partition takes epoch 0), saved before the
         answer; the same one again (Ray retrying this call) gets the same epoch. The epoch is
         also made larger than ``log_epoch``, the newest epoch the partition's files hold,
-        so metadata older than the log can never hand out an epoch already used.
+        so metadata older than the log can never hand out an epoch already used. ``clean``: the
+        folder was closed cleanly (its clean-shutdown marker: hibernation, a clean stop), so
+        the same leader starts again on the same files and keeps its epoch.
         """
         t = self._existing(topic, partition, topic_id)
         leader = self._leader(t, partition)
-        if leader["incarnation"] != incarnation:
+        if clean and leader["incarnation"] is not None and log_epoch <= leader["epoch"]:
+            # A hibernated (or cleanly stopped) partition woken on the same node by the same
+            # leader: its log is exactly what it acknowledged, nothing was truncated, so as in
+            # Kafka (the epoch changes with leadership only) it keeps its epoch, and clients
+            # are not fenced by a wake. Nothing to save: any incarnation gets this epoch.
+            leader["incarnation"] = incarnation
+        elif leader["incarnation"] != incarnation:
             epoch = leader["epoch"] + (0 if leader["incarnation"] is None else 1)
             if log_epoch >= epoch:
                 epoch = log_epoch + 1
+            bumped = epoch != leader["epoch"]
             leader.update(epoch=epoch, incarnation=incarnation)
-            await self._save_soon()
+            if bumped:  # a first start keeps epoch 0: nothing to save (a lost incarnation only means
+                # the next start bumps, as its checkpoint already holds epoch 0 then: log_epoch)
+                await self._save_soon()
             log.info("partition %s-%d: leader epoch %d", topic, partition, epoch)
         return {"config": self._effective(t).to_dict(), "leader_epoch": leader["epoch"]}
 
