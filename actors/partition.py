@@ -21,13 +21,8 @@ from logan_ray.common.errors import NotEnoughReplicasError, PartitionHibernatedE
 from logan_ray.storage.append_rules import check_client_batch
 from logan_ray.storage.batch_header import BatchHeader, iter_headers, validate_batch
 from logan_ray.storage.config import TopicConfig
-from logan_ray.storage.errors import (
-    FencedLeaderEpochError,
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-    UnknownLeaderEpochError,
-)
-from logan_ray.storage.leader_epochs import CHECKPOINT_FILE, read_checkpoint_file
+from logan_ray.storage.errors import KafkaStorageError, OffsetOutOfRangeError
+from logan_ray.storage.leader_epochs import CHECKPOINT_FILE, fence, read_checkpoint_file
 from logan_ray.storage.log import PartitionLog
 from logan_ray.storage.partition_dir import claim, mark_for_deletion, remove_marked
 from logan_ray.storage.producer_state import DEFAULT_EXPIRATION_MS, OutOfOrderSequenceError
@@ -74,6 +69,22 @@ def in_use(method: _F) -> _F:
         finally:
             self._in_flight -= 1
             self._last_used = time.monotonic()
+    return wrapper  # type: ignore[return-value]
+
+
+def passive(method: _F) -> _F:
+    """Mark a read that is not traffic: a Kafka consumer's fetch and long-poll (the gateway's ``locate``
+    and ``wait_for_data``). Consumers poll all the time; if their polls kept a partition awake, no
+    partition with a reader would ever hibernate. A hibernation ends such a wait at once with
+    PartitionHibernatedError (nothing was read, so the gateway goes on reading the closed files).
+    """
+    @functools.wraps(method)
+    async def wrapper(self: "PartitionActor", *args: Any, **kwargs: Any) -> Any:
+        if self._hibernated:
+            raise PartitionHibernatedError(f"partition {self.topic}-{self.partition} is hibernating; "
+                                           "its files answer reads")
+        self._start_idle_watch()
+        return await method(self, *args, **kwargs)
     return wrapper  # type: ignore[return-value]
 
 
@@ -281,8 +292,11 @@ class PartitionActor:
                 await asyncio.wait_for(self._new_data.wait(), remaining)
             except asyncio.TimeoutError:
                 return
+            finally:
+                if self._hibernated:  # only passive reads wait while it hibernates: they end here
+                    raise PartitionHibernatedError(f"partition {self.topic}-{self.partition} hibernated")
 
-    @in_use
+    @passive
     async def locate(self, offset: int, max_bytes: int, max_wait_ms: int = 0, min_bytes: int = 1,
                      max_offset: int | None = None,
                      current_leader_epoch: int = -1) -> tuple[list[tuple[str, int, int]], int, int]:
@@ -323,7 +337,7 @@ class PartitionActor:
         """Decoded records from ``offset`` (convenience for Python callers and tests)."""
         return self._log.read_records(offset, max_bytes)
 
-    @in_use
+    @passive
     async def wait_for_data(self, offset: int, max_wait_ms: int) -> int:
         """Return the log end offset as soon as it passes ``offset`` (or on timeout)."""
         await self._wait_until(lambda: self._log.log_end_offset > offset, max_wait_ms)
@@ -344,13 +358,7 @@ class PartitionActor:
     # ------------------------------------------------------------ leader epochs
     def _check_leader_epoch(self, current_leader_epoch: int) -> None:
         """KIP-320 fencing: -1 (or any negative) skips the check, as in Kafka."""
-        if current_leader_epoch < 0 or current_leader_epoch == self._leader_epoch:
-            return
-        if current_leader_epoch < self._leader_epoch:
-            raise FencedLeaderEpochError(f"partition {self.topic}-{self.partition}: leader epoch "
-                                         f"{current_leader_epoch} is fenced; the leader is in epoch {self._leader_epoch}")
-        raise UnknownLeaderEpochError(f"partition {self.topic}-{self.partition}: leader epoch {current_leader_epoch} "
-                                      f"is newer than the leader's {self._leader_epoch}")
+        fence(f"{self.topic}-{self.partition}", current_leader_epoch, self._leader_epoch)
 
     async def leader_epoch(self) -> int:
         return self._leader_epoch
@@ -559,6 +567,9 @@ class PartitionActor:
         if not self._quiet() or (idle_only and time.monotonic() - self._last_used < self._idle_s()):
             return False
         self._hibernated = True  # from here on every traffic call is refused, before it does anything
+        if self._new_data is not None:  # passive reads waiting for data end now (see passive)
+            self._new_data.set()
+            self._new_data = None
         pause_point(self.directory, "hibernate-closing")
         await self.close()
         pause_point(self.directory, "hibernate-closed")

@@ -48,6 +48,7 @@ from logan_ray.storage.partition_dir import claim, delete_partition_dir, sweep_d
 from . import replica_placement
 from .names import NAMESPACE, ROUTER_NAME, actor_name, cleaner_name
 from .partition import DEFAULT_IDLE_MS, partition_actor_class
+from .partition_feed import PartitionFeed
 from .security_meta import SecurityMetadata
 from .topic_names import refuse_internal, validate_topic_name
 
@@ -91,6 +92,7 @@ class RouterActor(SecurityMetadata):
         self._activating: dict[tuple[str, int], asyncio.Future] = {}
         self._hibernating: dict[tuple[str, int], asyncio.Future] = {}  # done once its actor is gone
         self._hibernated_ids: OrderedDict[str, None] = OrderedDict()
+        self._feed = PartitionFeed()  # starts and hibernations, for the gateways (reads of inactive partitions)
         self._offline: dict[tuple[str, int], dict[str, str]] = {}  # partition -> the node it waits for
         self._alive: dict[str, str] = {}  # node id -> address of every alive Ray node
         self._gateways: dict[str, tuple[str, int]] = {}
@@ -261,6 +263,7 @@ class RouterActor(SecurityMetadata):
 
     def _register(self, topic: str, partition: int, t: dict[str, Any], handle: Any):
         self._handles[(topic, partition)] = handle
+        self._feed.publish(t["placement"][str(partition)]["node_id"], topic, partition, handle)
         if self._effective(t).compacts:
             self._ensure_cleaner(t["placement"][str(partition)]["node_id"])
         return handle
@@ -431,11 +434,17 @@ class RouterActor(SecurityMetadata):
                 self._hibernated_ids.popitem(last=False)
             ray.kill(handle, no_restart=True)
             await _name_released(actor_name(topic, partition))
+            self._feed.publish(t["placement"][str(partition)]["node_id"], topic, partition, None)
             log.info("partition %s-%d hibernated", topic, partition)
             return True
         finally:
             del self._hibernating[key]
             done.set_result(None)
+
+    async def partition_changes(self, node_id: str, feed_id: str | None, since: int, timeout_s: float = 30.0):
+        """Partitions of ``node_id`` started or hibernated after sequence ``since`` (a gateway waits here);
+        see ``actors/partition_feed.py``."""
+        return await self._feed.changes(node_id, feed_id, since, timeout_s)
 
     def _is_offline(self, topic: str, partition: int) -> bool:
         if (topic, partition) in self._handles:

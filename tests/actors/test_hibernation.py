@@ -118,8 +118,8 @@ def test_kafka_clients_keep_producing_and_consuming_across_hibernation(client, g
         if m is not None and m.error() is None:
             got.append((m.offset(), m.value()))
     assert got == [(0, b"x0"), (1, b"x1"), (2, b"x2"), (3, b"x3")]
-    # consumer idle at the log end: its long-polls alone keep the partition awake; once it
-    # leaves, the partition hibernates and a fresh read wakes it with everything in place
+    # a consumer idle at the log end does not keep the partition awake (its long-polls go on from
+    # the closed files); the partition hibernates and a fresh start has everything in place
     consumer.close()
     producer.flush(5)
     wait_hibernated(client, topic_name, {0})
