@@ -113,6 +113,39 @@ def _err(msg: str) -> None:
 
 
 # ---------------------------------------------------------------- broker life
+def _port_taken(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on now (``None`` when it can)."""
+    import socket
+
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+    except OSError as e:
+        return e.strerror or str(e)
+    return None
+
+
+def _refuse_taken_ports(opts: Any, http: Any) -> None:
+    """Fail in a second, before Ray starts, when a listener's port is already taken.
+
+    Finding it out after Ray, the router and Serve have started takes half a minute and
+    leaves the user waiting for a line that was known at once. The listeners still
+    report a port taken in between (they bind for real later).
+    """
+    if opts.gateway and opts.port:
+        why = _port_taken(opts.host, opts.port)
+        if why is not None:
+            raise ValueError(f"cannot serve Kafka on {opts.host}:{opts.port}: {why} (choose another with "
+                             f"--port PORT, or stop what listens there)")
+    if http is not None and http.port:
+        why = _port_taken(http.host, http.port)
+        if why is not None:
+            raise ValueError(f"cannot serve the HTTP API on {http.host}:{http.port}: {why} (choose another with "
+                             f"--http HOST:PORT, or --http off)")
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     _ray_only(args, "start")
     from .broker import BrokerOptions, run_foreground
@@ -132,7 +165,9 @@ def cmd_start(args: argparse.Namespace) -> int:
     opts.http = args.http  # HTTP API (logan_ray.http); a bad value fails here, before anything starts
     from .http.settings import parse_http_setting
 
-    parse_http_setting(args.http)
+    http = parse_http_setting(args.http)
+    if args.address is None and runtime_file.read(runtime_file.data_dir_path(args.data_dir)) is None:
+        _refuse_taken_ports(opts, http)  # embedded: this machine is where both listeners will be
     if args.foreground:
         def ready(ep: dict[str, Any]) -> None:
             _print_endpoints(ep)
