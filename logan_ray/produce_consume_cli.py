@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from .cli_common import connect
-from .errors import SerializationError
+from .line_records import split_line, write_line
 
 
 def add_produce_consume_parsers(sub: argparse._SubParsersAction) -> None:
@@ -56,12 +56,7 @@ def _produce_ray(c: Any, args: argparse.Namespace, sep: bytes | None) -> int:
                   transient=True, disable=not sys.stderr.isatty(), console=None) as progress:
         task = progress.add_task("producing", total=None)
         for raw in sys.stdin.buffer:
-            line = raw.rstrip(b"\r\n")
-            key = None
-            if sep is not None:
-                if sep not in line:
-                    raise SerializationError(f"line {n + 1} has no key separator {args.key_separator!r}")
-                key, line = line.split(sep, 1)
+            key, line = split_line(raw, sep, n + 1)
             producer.send(args.topic, line, key, partition=args.partition)
             n += 1
             if n % 10000 == 0:
@@ -101,9 +96,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
         if args.timeout_ms:
             idle_deadline = time.monotonic() + args.timeout_ms / 1000.0
         for r in records:
-            if sep is not None:
-                out.write((r.key or b"") + sep)
-            out.write((r.value or b"") + b"\n")
+            write_line(out, r.key, r.value, sep)
         out.flush()
         n += len(records)
     print(f"consumed {n} records", file=sys.stderr)
