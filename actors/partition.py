@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import ray
 
-from logan_ray.common.errors import PartitionHibernatedError
+from logan_ray.common.errors import NotEnoughReplicasError, PartitionHibernatedError
 from logan_ray.storage.append_rules import check_client_batch
 from logan_ray.storage.batch_header import BatchHeader, iter_headers, validate_batch
 from logan_ray.storage.config import TopicConfig
@@ -164,6 +164,7 @@ class PartitionActor:
         self._log = PartitionLog(directory, TopicConfig.from_dict(config),
                                  producer_id_expiration_ms=producer_id_expiration_ms)
         self._leader_epoch = opened["leader_epoch"]
+        self._isr_size = len(opened.get("isr") or ()) or 1  # replicas in sync (the leader alone with one replica)
         self._log.start_leader_epoch(self._leader_epoch)
         self._producers = self._log.producer_state
         self._group_commit = GroupCommit(self._log)
@@ -219,6 +220,10 @@ class PartitionActor:
         A repeated idempotent batch waits too, as its first write may not be
         on disk yet.
         """
+        if self._isr_size < self._log.config.min_insync_replicas:
+            raise NotEnoughReplicasError(
+                f"partition {self.topic}-{self.partition}: {self._isr_size} in-sync replicas, "
+                f"min.insync.replicas={self._log.config.min_insync_replicas}")
         result = await self.append(data, internal)
         await self._group_commit.wait(self._log.log_end_offset)
         return result
@@ -441,6 +446,7 @@ class PartitionActor:
             self.topic, self.partition, self.topic_id, uuid.uuid4().hex, newest_local_epoch(self.directory))
         self._log = PartitionLog(self.directory, config, producer_id_expiration_ms=self._producer_id_expiration_ms)
         self._leader_epoch = opened["leader_epoch"]
+        self._isr_size = len(opened.get("isr") or ()) or 1
         self._log.start_leader_epoch(self._leader_epoch)
         self._producers = self._log.producer_state
         self._group_commit = GroupCommit(self._log)

@@ -136,14 +136,16 @@ class KafkaBackend:
 
     # ------------------------------------------------------------------ admin
     def create_topic(self, name: str, partitions: int = 1, config: dict[str, Any] | None = None, *,
-                     activate: bool = False) -> dict[str, Any]:
+                     activate: bool = False, replication_factor: int = -1) -> dict[str, Any]:
         """Kafka's CreateTopics; its partitions start on first use (``activate`` is the Python
         client's option and has no Kafka equivalent, so it is accepted and ignored)."""
         from confluent_kafka.admin import NewTopic
 
-        new = NewTopic(name, num_partitions=partitions, config={k: str(v) for k, v in (config or {}).items()})
+        new = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                       config={k: str(v) for k, v in (config or {}).items()})
         self._wait(self.admin.create_topics([new], request_timeout=TIMEOUT_S)[name], f"create topic {name!r}")
-        return {"name": name, "partitions": [{"partition": p} for p in range(partitions)]}
+        return {"name": name, "partitions": [{"partition": p} for p in range(partitions)],
+                "replication_factor": max(replication_factor, 1)}
 
     def delete_topic(self, name: str) -> None:
         self._topic(name)
@@ -163,7 +165,8 @@ class KafkaBackend:
         overrides = {c.name: c.value for c in self._configs(name)
                      if c.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
         return {"name": name, "topic_id": _uuid(desc.topic_id), "config": overrides,
-                "partitions": [{"partition": p.id, "node_id": "-" if p.leader is None else str(p.leader.id)}
+                "partitions": [{"partition": p.id, "node_id": "-" if p.leader is None else str(p.leader.id),
+                                "replicas": [str(r.id) for r in p.replicas], "isr": [str(r.id) for r in p.isr]}
                                for p in sorted(desc.partitions, key=lambda p: p.id)]}
 
     def topic_config(self, name: str) -> dict[str, str]:

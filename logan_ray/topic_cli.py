@@ -15,6 +15,8 @@ def add_topic_parsers(sub: argparse._SubParsersAction) -> None:
     x = tsub.add_parser("create")
     x.add_argument("name")
     x.add_argument("--partitions", type=int, default=1)
+    x.add_argument("--replication-factor", type=int, default=-1,
+                   help="replicas on distinct nodes (default: the broker's default.replication.factor)")
     x.add_argument("--config", action="append", metavar="NAME=VALUE")
     tsub.add_parser("list")
     x = tsub.add_parser("describe")
@@ -37,8 +39,11 @@ def add_topic_parsers(sub: argparse._SubParsersAction) -> None:
 def cmd_topic(args: argparse.Namespace) -> int:
     c = connect(args)
     if args.topic_cmd == "create":
-        info = c.create_topic(args.name, args.partitions, parse_configs(args.config), activate=False)
-        print(f"created topic {info['name']} with {len(info['partitions'])} partitions")
+        info = c.create_topic(args.name, args.partitions, parse_configs(args.config), activate=False,
+                              replication_factor=args.replication_factor)
+        factor = info.get("replication_factor", 1)
+        print(f"created topic {info['name']} with {len(info['partitions'])} partitions"
+              + (f", replication factor {factor}" if factor > 1 else ""))
     elif args.topic_cmd == "list":
         for name in c.list_topics(internal=True):
             print(name)
@@ -51,7 +56,10 @@ def cmd_topic(args: argparse.Namespace) -> int:
             print(f"  {mark} {k}={v}")
         for p in info["partitions"]:
             start, end = offsets[p["partition"]]
-            print(f"  partition {p['partition']}: node {p['node_id'][:12]} offsets [{start}, {end})")
+            replicas = p.get("replicas") or [p["node_id"]]
+            extra = (f" replicas {','.join(n[:12] for n in replicas)} isr {','.join(n[:12] for n in p.get('isr', []))}"
+                     if len(replicas) > 1 else "")
+            print(f"  partition {p['partition']}: node {p['node_id'][:12]} offsets [{start}, {end}){extra}")
     elif args.topic_cmd == "alter":
         changes: dict[str, Any] = parse_configs(args.config)
         changes.update({k: None for k in args.delete_config or ()})

@@ -40,6 +40,13 @@ class InvalidReplicationFactorError(LoganError):
     code = 38  # INVALID_REPLICATION_FACTOR
 
 
+class NotEnoughReplicasError(LoganError):
+    """acks=all refused before the append: fewer in-sync replicas than ``min.insync.replicas``."""
+
+    code = 19  # NOT_ENOUGH_REPLICAS
+    retriable = True
+
+
 class LeaderNotAvailableError(LoganError):
     """The partition's node is gone: its log lives there and nowhere else, so it waits for that node.
 
