@@ -16,6 +16,7 @@ import uuid
 from typing import Any, Iterable
 
 from .actors.topic_names import is_internal
+from .line_records import split_line, write_line
 from .errors import (GroupError, GroupIdNotFoundError, InvalidConfigError, LoganError, NonEmptyGroupError,
                      NotRunningError, UnknownTopicError)
 
@@ -221,8 +222,6 @@ class KafkaBackend:
         """Produce one record per line (``KEY<sep>VALUE`` with a separator); returns how many were acknowledged."""
         from confluent_kafka import KafkaException, Producer
 
-        from .errors import SerializationError
-
         self._topic(topic)
         producer = Producer({**self.conf, "acks": str(acks), "compression.type": compression,
                              "linger.ms": linger_ms, "partitioner": "murmur2_random",
@@ -236,12 +235,7 @@ class KafkaBackend:
         n = 0
         extra = {} if partition is None else {"partition": partition}
         for raw in lines:
-            line = raw.rstrip(b"\r\n")
-            key = None
-            if key_separator is not None:
-                if key_separator not in line:
-                    raise SerializationError(f"line {n + 1} has no key separator {key_separator.decode()!r}")
-                key, line = line.split(key_separator, 1)
+            key, line = split_line(raw, key_separator, n + 1)
             while True:
                 try:
                     producer.produce(topic, line, key, on_delivery=delivered, **extra)
@@ -285,9 +279,7 @@ class KafkaBackend:
                         if err.code() == KafkaError._PARTITION_EOF:
                             continue
                         raise LoganError(f"consume from {topic!r}: {err.name()}: {err.str()}")
-                    if key_separator is not None:
-                        out.write((m.key() or b"") + key_separator)
-                    out.write((m.value() or b"") + b"\n")
+                    write_line(out, m.key(), m.value(), key_separator)
                     n += 1
                 out.flush()
                 if timeout_ms:
