@@ -99,16 +99,21 @@ class Partition:
     or crashed and the caller must look again) asks the router for the current one.
     """
 
-    __slots__ = ("handle", "node_id", "local", "leader_epoch", "_link", "_activate", "_down", "_closed")
+    __slots__ = ("handle", "node_id", "local", "leader_epoch", "replicas", "isr", "_link", "_activate", "_down",
+                 "_closed")
 
     def __init__(self, handle: Any, node_id: str, local: bool, link: ChannelLink | None = None,
                  activate: Activator | None = None, offline: bool | None = None, leader_epoch: int = -1,
-                 closed: Callable[["Partition", str, tuple], Awaitable[Any]] | None = None) -> None:
+                 closed: Callable[["Partition", str, tuple], Awaitable[Any]] | None = None,
+                 replicas: list[str] | None = None, isr: list[str] | None = None) -> None:
         self.handle = handle
         self.node_id = node_id
         self.local = local
         #: the partition's leader epoch as the router had it when this route was fetched (Metadata shows it)
         self.leader_epoch = leader_epoch
+        #: node ids of its replicas (leader first) and of those in sync, as the router had them
+        self.replicas = replicas or [node_id]
+        self.isr = isr or [node_id]
         self._link = link
         self._activate = activate
         self._down = handle is None if offline is None else offline
@@ -230,12 +235,17 @@ class Cluster:
             return None
         offline = set(route.get("offline", ()))
         epochs = route.get("leader_epochs") or [-1] * len(route["partitions"])
+        replicas = route.get("replicas") or [None] * len(route["partitions"])
+        isrs = route.get("isr") or [None] * len(route["partitions"])
         routed = []
         for i, (h, n) in enumerate(route["partitions"]):
             local = n == self.node_id and i not in offline
             routed.append(Partition(h, n, local, self._link(h) if h is not None and local else None,
                                     activate=self._activator(name, i, local), offline=i in offline,
-                                    leader_epoch=epochs[i], closed=self._closed_reader(name, i) if local else None))
+                                    leader_epoch=epochs[i], replicas=replicas[i], isr=isrs[i],
+                                    # a replicated partition's high watermark lives in its actor only
+                                    closed=self._closed_reader(name, i) if local and len(replicas[i] or ()) < 2
+                                    else None))
         if self._following is None:  # hear of partitions started or hibernated by anyone
             self._following = asyncio.ensure_future(follow_changes(self.router, self.node_id, self.partition_changed,
                                                                    self._feed_reset))
