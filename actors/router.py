@@ -39,6 +39,7 @@ from logan_ray.common.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
+from logan_ray.storage.errors import FencedLeaderEpochError
 from logan_ray.storage.atomic import atomic_write
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.dir_lock import DataDirLock
@@ -489,7 +490,28 @@ class RouterActor(SecurityMetadata):
             await self._save_soon()
             log.info("partition %s-%d: leader epoch %d", topic, partition, epoch)
         return {"config": self._effective(t).to_dict(), "leader_epoch": leader["epoch"],
-                "isr": replica_placement.isr_of(t, partition)}
+                "isr": replica_placement.isr_of(t, partition), "replicas": replica_placement.replicas_of(t, partition)}
+
+    async def alter_isr(self, topic: str, partition: int, leader_epoch: int, isr: list[str]) -> list[str]:
+        """A leader's ISR change (Kafka's AlterPartition), saved before the answer; returns the ISR now stored.
+
+        Only the leader of the current epoch may change it (a zombie of an older epoch gets
+        FencedLeaderEpochError); the ISR must be replicas of the partition, the leader among them.
+        The same change asked again (Ray retrying) is answered the same.
+        """
+        t = self._topic(topic)
+        rec = self._leader(t, partition)
+        if rec["epoch"] != leader_epoch:
+            raise FencedLeaderEpochError(f"partition {topic}-{partition}: ISR change from leader epoch "
+                                         f"{leader_epoch}, the current epoch is {rec['epoch']}")
+        replicas = replica_placement.replicas_of(t, partition)
+        if not isr or isr[0] != replicas[0] or not set(isr) <= set(replicas) or len(set(isr)) != len(isr):
+            raise ValueError(f"partition {topic}-{partition}: ISR {isr} is not the leader plus replicas of {replicas}")
+        if rec.get("isr") != isr:
+            rec["isr"] = list(isr)
+            await self._save_soon()
+            log.info("partition %s-%d: ISR %s", topic, partition, isr)
+        return list(rec["isr"])
 
     @staticmethod
     def _leader(t: dict[str, Any], partition: int) -> dict[str, Any]:
