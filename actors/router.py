@@ -943,8 +943,11 @@ class RouterActor(SecurityMetadata):
                                         for p in range(t["partitions"])],
                          "offline": [p for p in range(t["partitions"]) if self._is_offline(name, p)],
                          "leader_epochs": [self._epoch(t, p) for p in range(t["partitions"])],
-                         "replicas": [replica_placement.replicas_of(t, p) for p in range(t["partitions"])],
-                         "isr": [replica_placement.isr_of(t, p) for p in range(t["partitions"])]}
+                         # None with one replica (the leader alone): routes of big topics stay as small as before
+                         "replicas": [replica_placement.replicas_of(t, p) for p in range(t["partitions"])]
+                         if replica_placement.replication_factor(t) > 1 else None,
+                         "isr": [replica_placement.isr_of(t, p) for p in range(t["partitions"])]
+                         if replica_placement.replication_factor(t) > 1 else None}
         return out
 
     async def partition(self, topic: str, partition: int, auto_create: bool = False):
