@@ -242,8 +242,10 @@ class Cluster:
             local = n == self.node_id and i not in offline
             routed.append(Partition(h, n, local, self._link(h) if h is not None and local else None,
                                     activate=self._activator(name, i, local), offline=i in offline,
-                                    leader_epoch=epochs[i], closed=self._closed_reader(name, i) if local else None,
-                                    replicas=replicas[i], isr=isrs[i]))
+                                    leader_epoch=epochs[i], replicas=replicas[i], isr=isrs[i],
+                                    # a replicated partition's high watermark lives in its actor only
+                                    closed=self._closed_reader(name, i) if local and len(replicas[i] or ()) < 2
+                                    else None))
         if self._following is None:  # hear of partitions started or hibernated by anyone
             self._following = asyncio.ensure_future(follow_changes(self.router, self.node_id, self.partition_changed,
                                                                    self._feed_reset))
