@@ -79,7 +79,9 @@ def _wait_any(waiting: list[Any], timeout: float) -> set:
 def _read_located(slices: list) -> bytes | None:
     """The bytes of located slices read from the segment files, or None when they are
     no longer there as located (deleted or truncated since, or not whole batches)."""
-    data = read_slices(slices)
+    import pyarrow as pa  # its memory pool reuses pages: fresh megabytes cost page faults
+
+    data = read_slices(slices, pa.allocate_buffer)
     if not data:
         return data
     end = 0

@@ -20,13 +20,19 @@ file truncated under a mapping would kill the reader with SIGBUS.
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 _FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
 
-def read_slices(slices: Sequence[Sequence]) -> bytes | None:
-    """The ``(path, position, length)`` slices' bytes, concatenated; None if a file is gone or shorter."""
+def read_slices(slices: Sequence[Sequence], alloc: Callable[[int], Any] | None = None) -> bytes | memoryview | None:
+    """The ``(path, position, length)`` slices' bytes, concatenated; None if a file is gone or shorter.
+
+    ``alloc(n)``: a writable buffer to read into (e.g. from a pool that reuses pages,
+    ``pyarrow.allocate_buffer``); the answer is then a memoryview of it.
+    """
+    if alloc is not None:
+        return _read_into(slices, alloc)
     parts = []
     fds: dict[str, int] = {}
     try:
@@ -48,3 +54,24 @@ def read_slices(slices: Sequence[Sequence]) -> bytes | None:
     if not parts:
         return b""
     return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _read_into(slices: Sequence[Sequence], alloc: Callable[[int], Any]) -> memoryview | None:
+    total = sum(s[2] for s in slices)
+    out = memoryview(alloc(total)).cast("B")
+    fds: dict[str, int] = {}
+    at = 0
+    try:
+        for path, position, length in slices:
+            fd = fds.get(path)
+            if fd is None:
+                fd = fds[path] = os.open(path, _FLAGS)
+            if os.preadv(fd, [out[at:at + length]], position) != length:
+                return None  # truncated since locate
+            at += length
+    except OSError:
+        return None
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+    return out
