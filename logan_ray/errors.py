@@ -18,6 +18,8 @@ from logan_ray.common.errors import (  # noqa: F401  (re-exported)
     InvalidReplicationFactorError,
     InvalidTopicError,
     LeaderNotAvailableError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
     NonEmptyGroupError,
     NotRunningError,
     PartitionHibernatedError,
