@@ -18,23 +18,20 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import ray
 
-from logan_ray.common.errors import PartitionHibernatedError
+from logan_ray.common.errors import NotEnoughReplicasError, PartitionHibernatedError
 from logan_ray.storage.append_rules import check_client_batch
 from logan_ray.storage.batch_header import BatchHeader, iter_headers, validate_batch
 from logan_ray.storage.config import TopicConfig
-from logan_ray.storage.errors import (
-    FencedLeaderEpochError,
-    KafkaStorageError,
-    OffsetOutOfRangeError,
-    UnknownLeaderEpochError,
-)
-from logan_ray.storage.leader_epochs import CHECKPOINT_FILE, read_checkpoint_file
+from logan_ray.storage.errors import KafkaStorageError, OffsetOutOfRangeError
+from logan_ray.storage.leader_epochs import CHECKPOINT_FILE, fence, read_checkpoint_file
 from logan_ray.storage.log import PartitionLog
 from logan_ray.storage.partition_dir import claim, mark_for_deletion, remove_marked
+from logan_ray.storage.recovery import CLEAN_SHUTDOWN_FILE
 from logan_ray.storage.producer_state import DEFAULT_EXPIRATION_MS, OutOfOrderSequenceError
 
 from .channel import ChannelServer, serve_channel
 from .group_commit import GroupCommit
+from .leader_replication import LeaderReplication
 from .metrics import PartitionMetrics
 from .names import NAMESPACE
 from .fault_points import pause_point
@@ -79,6 +76,22 @@ def in_use(method: _F) -> _F:
     return wrapper  # type: ignore[return-value]
 
 
+def passive(method: _F) -> _F:
+    """Mark a read that is not traffic: a Kafka consumer's fetch and long-poll (the gateway's ``locate``
+    and ``wait_for_data``). Consumers poll all the time; if their polls kept a partition awake, no
+    partition with a reader would ever hibernate. A hibernation ends such a wait at once with
+    PartitionHibernatedError (nothing was read, so the gateway goes on reading the closed files).
+    """
+    @functools.wraps(method)
+    async def wrapper(self: "PartitionActor", *args: Any, **kwargs: Any) -> Any:
+        if self._hibernated:
+            raise PartitionHibernatedError(f"partition {self.topic}-{self.partition} is hibernating; "
+                                           "its files answer reads")
+        self._start_idle_watch()
+        return await method(self, *args, **kwargs)
+    return wrapper  # type: ignore[return-value]
+
+
 def _router(router_name: str):
     deadline = time.monotonic() + CONFIG_LOAD_TIMEOUT_S
     while True:
@@ -111,10 +124,12 @@ def open_partition(router_name: str, topic: str, partition: int, topic_id: str, 
     """{"config", "leader_epoch"} for this start of the actor, from the router's durable metadata.
 
     As :func:`load_topic_config`, and the router saves this incarnation's leader epoch
-    before answering (the same ``incarnation`` asked again gets the same epoch).
+    before answering (the same ``incarnation`` asked again gets the same epoch). A folder
+    closed cleanly (hibernation, a clean shutdown) keeps its epoch: see the router.
     """
+    clean = os.path.exists(os.path.join(directory, CLEAN_SHUTDOWN_FILE))  # hibernated: the same leader wakes
     return ray.get(_router(router_name).open_partition.remote(
-        topic, partition, topic_id, incarnation, newest_local_epoch(directory)), timeout=CONFIG_LOAD_TIMEOUT_S)
+        topic, partition, topic_id, incarnation, newest_local_epoch(directory), clean), timeout=CONFIG_LOAD_TIMEOUT_S)
 
 
 class PartitionActor:
@@ -159,9 +174,11 @@ class PartitionActor:
         self._log = PartitionLog(directory, TopicConfig.from_dict(config),
                                  producer_id_expiration_ms=self._producer_id_expiration_ms)
         self._leader_epoch = opened["leader_epoch"]
+        self._isr_size = len(opened.get("isr") or ()) or 1  # replicas in sync (the leader alone with one replica)
         self._log.start_leader_epoch(self._leader_epoch)
         self._producers = self._log.producer_state
         self._group_commit = GroupCommit(self._log)
+        self._replication = self._leader_replication(opened)
         self._new_data: asyncio.Event | None = None
         self._maintenance_interval_s = maintenance_interval_s
         self._maintenance: asyncio.Task | None = None
@@ -214,8 +231,16 @@ class PartitionActor:
         A repeated idempotent batch waits too, as its first write may not be
         on disk yet.
         """
+        if (self._replication.isr_size if self._replication is not None else self._isr_size) \
+                < self._log.config.min_insync_replicas:
+            raise NotEnoughReplicasError(
+                f"partition {self.topic}-{self.partition}: {self._isr_size} in-sync replicas, "
+                f"min.insync.replicas={self._log.config.min_insync_replicas}")
         result = await self.append(data, internal)
-        await self._group_commit.wait(self._log.log_end_offset)
+        end = self._log.log_end_offset
+        await self._group_commit.wait(end)
+        if self._replication is not None:
+            await self._replication.wait_replicated(end, self._log.config.min_insync_replicas)
         return result
 
     async def _check_sequence(self, h: BatchHeader) -> tuple[int, int] | None:
@@ -263,7 +288,41 @@ class PartitionActor:
         assert first is not None
         return first[0], first[1], self._log.log_start_offset
 
+    def _leader_replication(self, opened: dict[str, Any]) -> LeaderReplication | None:
+        """The follower bookkeeping of a replicated partition; None with one replica (HW = log end)."""
+        replicas = opened.get("replicas") or []
+        if len(replicas) < 2:
+            return None
+        lr = LeaderReplication(f"{self.topic}-{self.partition}", _router(self._router_name), self.topic,
+                               self.partition, replicas[0], replicas, opened.get("isr") or [replicas[0]],
+                               log_start=self._log.log_start_offset, log_end=lambda: self._log.log_end_offset,
+                               epoch=self._leader_epoch)
+        return lr
+
+    def _high_watermark(self) -> int:
+        return self._log.log_end_offset if self._replication is None else self._replication.high_watermark
+
+    @in_use
+    async def replica_fetched(self, node_id: str, fetch_offset: int, current_leader_epoch: int = -1) -> int:
+        """A follower on ``node_id`` fetches from ``fetch_offset`` (its log end): returns the high watermark.
+
+        Kafka's leader learns follower positions from their Fetch requests; the
+        replica fetcher (or the gateway serving it) reports them here.
+        """
+        self._check_leader_epoch(current_leader_epoch)
+        if self._replication is None:
+            raise ValueError(f"partition {self.topic}-{self.partition} has one replica: no follower fetches")
+        self._replication.start()
+        before = self._replication.high_watermark
+        hw = await self._replication.follower_fetched(node_id, fetch_offset)
+        if hw != before and self._new_data is not None:  # consumers long-polling below the HW
+            self._new_data.set()
+            self._new_data = None
+        return hw
+
     def _after_append(self, records: int, nbytes: int, started: float) -> None:
+        if self._replication is not None:
+            self._replication.appended(self._log.log_end_offset)
         if self._new_data is not None:
             self._new_data.set()
             self._new_data = None
@@ -284,8 +343,11 @@ class PartitionActor:
                 await asyncio.wait_for(self._new_data.wait(), remaining)
             except asyncio.TimeoutError:
                 return
+            finally:
+                if self._hibernated:  # only passive reads wait while it hibernates: they end here
+                    raise PartitionHibernatedError(f"partition {self.topic}-{self.partition} hibernated")
 
-    @in_use
+    @passive
     async def locate(self, offset: int, max_bytes: int, max_wait_ms: int = 0, min_bytes: int = 1,
                      max_offset: int | None = None,
                      current_leader_epoch: int = -1) -> tuple[list[tuple[str, int, int]], int, int]:
@@ -296,6 +358,8 @@ class PartitionActor:
         """
         self._check_leader_epoch(current_leader_epoch)
         started = time.perf_counter()
+        if self._replication is not None:  # consumers see only what every in-sync replica has
+            max_offset = self._high_watermark() if max_offset is None else min(max_offset, self._high_watermark())
         slices = self._log.locate(offset, max_bytes, max_offset=max_offset)
         if max_wait_ms > 0 and sum(s.length for s in slices) < min_bytes:
             def enough() -> bool:
@@ -303,7 +367,7 @@ class PartitionActor:
                     s.length for s in self._log.locate(offset, max_bytes, max_offset=max_offset)) >= min_bytes
             await self._wait_until(enough, max_wait_ms)
             slices = self._log.locate(offset, max_bytes, max_offset=max_offset)
-        end = self._log.log_end_offset
+        end = self._high_watermark()
         self._metrics.served(max(0, end - offset) if slices else 0, sum(s.length for s in slices),
                              (time.perf_counter() - started) * 1e3)
         return [tuple(s) for s in slices], end, self._log.log_start_offset
@@ -316,17 +380,19 @@ class PartitionActor:
         started = time.perf_counter()
         if max_wait_ms > 0 and self._log.log_end_offset <= offset:
             await self._wait_until(lambda: self._log.log_end_offset > offset, max_wait_ms)
-        data = self._log.read(offset, max_bytes)
-        self._metrics.served(max(0, self._log.log_end_offset - offset) if data else 0, len(data),
+        hw = self._high_watermark()
+        data = self._log.read(offset, max_bytes, max_offset=None if self._replication is None else hw) \
+            if offset < hw or self._replication is None else b""
+        self._metrics.served(max(0, hw - offset) if data else 0, len(data),
                              (time.perf_counter() - started) * 1e3)
-        return data, self._log.log_end_offset, self._log.log_start_offset
+        return data, hw, self._log.log_start_offset
 
     @in_use
     async def read_records(self, offset: int, max_bytes: int = 1 << 20) -> list:
         """Decoded records from ``offset`` (convenience for Python callers and tests)."""
         return self._log.read_records(offset, max_bytes)
 
-    @in_use
+    @passive
     async def wait_for_data(self, offset: int, max_wait_ms: int) -> int:
         """Return the log end offset as soon as it passes ``offset`` (or on timeout)."""
         await self._wait_until(lambda: self._log.log_end_offset > offset, max_wait_ms)
@@ -334,10 +400,13 @@ class PartitionActor:
 
     @in_use
     async def offsets(self) -> tuple[int, int]:
-        return self._log.log_start_offset, self._log.log_end_offset
+        """(log start, high watermark): ListOffsets "latest" is the high watermark, as in Kafka."""
+        return self._log.log_start_offset, self._high_watermark()
 
     @in_use
     async def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        if timestamp_ms == -1 and self._replication is not None:
+            return self._high_watermark(), -1
         return self._log.offset_for_timestamp(timestamp_ms)
 
     @in_use
@@ -347,13 +416,7 @@ class PartitionActor:
     # ------------------------------------------------------------ leader epochs
     def _check_leader_epoch(self, current_leader_epoch: int) -> None:
         """KIP-320 fencing: -1 (or any negative) skips the check, as in Kafka."""
-        if current_leader_epoch < 0 or current_leader_epoch == self._leader_epoch:
-            return
-        if current_leader_epoch < self._leader_epoch:
-            raise FencedLeaderEpochError(f"partition {self.topic}-{self.partition}: leader epoch "
-                                         f"{current_leader_epoch} is fenced; the leader is in epoch {self._leader_epoch}")
-        raise UnknownLeaderEpochError(f"partition {self.topic}-{self.partition}: leader epoch {current_leader_epoch} "
-                                      f"is newer than the leader's {self._leader_epoch}")
+        fence(f"{self.topic}-{self.partition}", current_leader_epoch, self._leader_epoch)
 
     async def leader_epoch(self) -> int:
         return self._leader_epoch
@@ -389,7 +452,10 @@ class PartitionActor:
         ``timestamp`` is a time or one of -1 (latest), -2 (earliest), -3 (max timestamp).
         """
         self._check_leader_epoch(current_leader_epoch)
-        found = self._log.offset_for_timestamp(timestamp)
+        if timestamp == -1 and self._replication is not None:
+            found = (self._high_watermark(), -1)  # latest is the high watermark, as in Kafka
+        else:
+            found = self._log.offset_for_timestamp(timestamp)
         if found is None:
             return None
         offset, ts = found
@@ -399,7 +465,7 @@ class PartitionActor:
     @in_use
     async def delete_records(self, before_offset: int) -> int:
         refuse_internal(self.topic, "delete records of")
-        low = self._log.delete_records(before_offset)
+        low = self._log.delete_records(before_offset, high_watermark=self._high_watermark())
         self._publish_state()
         return low
 
@@ -443,6 +509,10 @@ class PartitionActor:
         self._producer_id_expiration_ms = opened.get("producer_id_expiration_ms", self._producer_id_expiration_ms)
         self._log = PartitionLog(self.directory, config, producer_id_expiration_ms=self._producer_id_expiration_ms)
         self._leader_epoch = opened["leader_epoch"]
+        self._isr_size = len(opened.get("isr") or ()) or 1
+        if self._replication is not None:
+            self._replication.stop()
+        self._replication = self._leader_replication(opened)
         self._log.start_leader_epoch(self._leader_epoch)
         self._producers = self._log.producer_state
         self._group_commit = GroupCommit(self._log)
@@ -563,6 +633,9 @@ class PartitionActor:
         if not self._quiet() or (idle_only and time.monotonic() - self._last_used < self._idle_s()):
             return False
         self._hibernated = True  # from here on every traffic call is refused, before it does anything
+        if self._new_data is not None:  # passive reads waiting for data end now (see passive)
+            self._new_data.set()
+            self._new_data = None
         pause_point(self.directory, "hibernate-closing")
         await self.close()
         pause_point(self.directory, "hibernate-closed")

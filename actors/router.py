@@ -34,21 +34,23 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from logan_ray.common.errors import (
     InvalidPartitionsError,
-    InvalidReplicationFactorError,
     LeaderNotAvailableError,
     TopicExistsError,
     UnknownPartitionError,
     UnknownTopicError,
 )
+from logan_ray.storage.errors import FencedLeaderEpochError
 from logan_ray.storage.atomic import atomic_write
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.dir_lock import DataDirLock
 from logan_ray.storage.errors import InvalidConfigError
 from logan_ray.storage.partition_dir import claim, delete_partition_dir, sweep_deleted
 
+from . import replica_placement
 from .broker_dynamic import DynamicConfigs
 from .names import NAMESPACE, ROUTER_NAME, actor_name, cleaner_name
 from .partition import DEFAULT_IDLE_MS, partition_actor_class
+from .partition_feed import PartitionFeed
 from .security_meta import SecurityMetadata
 from .topic_names import refuse_internal, validate_topic_name
 
@@ -73,7 +75,8 @@ class RouterActor(SecurityMetadata, DynamicConfigs):
     def __init__(self, data_dir: str, *, auto_create_topics: bool = True, num_partitions: int = 1,
                  topic_defaults: dict[str, Any] | None = None, maintenance_interval_s: float = 300.0,
                  cleaner_interval_s: float = 15.0, partition_idle_ms: int | None = None,
-                 max_active_partitions: int | None = None, producer_id_expiration_ms: int | None = None,
+                 max_active_partitions: int | None = None, default_replication_factor: int = 1,
+                 producer_id_expiration_ms: int | None = None,
                  producer_id_expiration_check_interval_ms: int | None = None) -> None:
         self.data_dir = os.path.abspath(os.path.expanduser(data_dir))
         os.makedirs(self.data_dir, exist_ok=True)
@@ -81,6 +84,7 @@ class RouterActor(SecurityMetadata, DynamicConfigs):
         sweep_deleted(self.data_dir)
         self.auto_create_topics = auto_create_topics
         self.num_partitions = num_partitions
+        self.default_replication_factor = default_replication_factor or 1
         self.topic_defaults = TopicConfig.from_dict(topic_defaults or {}).to_dict()
         self.maintenance_interval_s = maintenance_interval_s
         self.partition_idle_ms = partition_idle_ms or DEFAULT_IDLE_MS
@@ -94,6 +98,7 @@ class RouterActor(SecurityMetadata, DynamicConfigs):
         self._activating: dict[tuple[str, int], asyncio.Future] = {}
         self._hibernating: dict[tuple[str, int], asyncio.Future] = {}  # done once its actor is gone
         self._hibernated_ids: OrderedDict[str, None] = OrderedDict()
+        self._feed = PartitionFeed()  # starts and hibernations, for the gateways (reads of inactive partitions)
         self._offline: dict[tuple[str, int], dict[str, str]] = {}  # partition -> the node it waits for
         self._alive: dict[str, str] = {}  # node id -> address of every alive Ray node
         self._gateways: dict[str, tuple[str, int]] = {}
@@ -264,6 +269,7 @@ class RouterActor(SecurityMetadata, DynamicConfigs):
 
     def _register(self, topic: str, partition: int, t: dict[str, Any], handle: Any):
         self._handles[(topic, partition)] = handle
+        self._feed.publish(t["placement"][str(partition)]["node_id"], topic, partition, handle)
         if self._effective(t).compacts:
             self._ensure_cleaner(t["placement"][str(partition)]["node_id"])
         return handle
@@ -434,11 +440,17 @@ class RouterActor(SecurityMetadata, DynamicConfigs):
                 self._hibernated_ids.popitem(last=False)
             ray.kill(handle, no_restart=True)
             await _name_released(actor_name(topic, partition))
+            self._feed.publish(t["placement"][str(partition)]["node_id"], topic, partition, None)
             log.info("partition %s-%d hibernated", topic, partition)
             return True
         finally:
             del self._hibernating[key]
             done.set_result(None)
+
+    async def partition_changes(self, node_id: str, feed_id: str | None, since: int, timeout_s: float = 30.0):
+        """Partitions of ``node_id`` started or hibernated after sequence ``since`` (a gateway waits here);
+        see ``actors/partition_feed.py``."""
+        return await self._feed.changes(node_id, feed_id, since, timeout_s)
 
     def _is_offline(self, topic: str, partition: int) -> bool:
         if (topic, partition) in self._handles:
@@ -464,26 +476,59 @@ class RouterActor(SecurityMetadata, DynamicConfigs):
         return t
 
     async def open_partition(self, topic: str, partition: int, topic_id: str, incarnation: str,
-                             log_epoch: int = -1) -> dict[str, Any]:
+                             log_epoch: int = -1, clean: bool = False) -> dict[str, Any]:
         """What a starting partition actor needs: its config and its leader epoch.
 
         ``incarnation`` names this start of the actor (one per ``__init__``/reopen): a new one
         bumps the epoch (the first one of a new partition takes epoch 0), saved before the
         answer; the same one again (Ray retrying this call) gets the same epoch. The epoch is
         also made larger than ``log_epoch``, the newest epoch the partition's files hold,
-        so metadata older than the log can never hand out an epoch already used.
+        so metadata older than the log can never hand out an epoch already used. ``clean``: the
+        folder was closed cleanly (its clean-shutdown marker: hibernation, a clean stop), so
+        the same leader starts again on the same files and keeps its epoch.
         """
         t = self._existing(topic, partition, topic_id)
         leader = self._leader(t, partition)
-        if leader["incarnation"] != incarnation:
+        if clean and leader["incarnation"] is not None and log_epoch <= leader["epoch"]:
+            # A hibernated (or cleanly stopped) partition woken on the same node by the same
+            # leader: its log is exactly what it acknowledged, nothing was truncated, so as in
+            # Kafka (the epoch changes with leadership only) it keeps its epoch, and clients
+            # are not fenced by a wake. Nothing to save: any incarnation gets this epoch.
+            leader["incarnation"] = incarnation
+        elif leader["incarnation"] != incarnation:
             epoch = leader["epoch"] + (0 if leader["incarnation"] is None else 1)
             if log_epoch >= epoch:
                 epoch = log_epoch + 1
+            bumped = epoch != leader["epoch"]
             leader.update(epoch=epoch, incarnation=incarnation)
-            await self._save_soon()
+            if bumped:  # a first start keeps epoch 0: nothing to save (a lost incarnation only means
+                # the next start bumps, as its checkpoint already holds epoch 0 then: log_epoch)
+                await self._save_soon()
             log.info("partition %s-%d: leader epoch %d", topic, partition, epoch)
         return {"config": self._effective(t).to_dict(), "leader_epoch": leader["epoch"],
+                "isr": replica_placement.isr_of(t, partition), "replicas": replica_placement.replicas_of(t, partition),
                 **self._producer_settings(t["placement"][str(partition)]["node_id"])}
+
+    async def alter_isr(self, topic: str, partition: int, leader_epoch: int, isr: list[str]) -> list[str]:
+        """A leader's ISR change (Kafka's AlterPartition), saved before the answer; returns the ISR now stored.
+
+        Only the leader of the current epoch may change it (a zombie of an older epoch gets
+        FencedLeaderEpochError); the ISR must be replicas of the partition, the leader among them.
+        The same change asked again (Ray retrying) is answered the same.
+        """
+        t = self._topic(topic)
+        rec = self._leader(t, partition)
+        if rec["epoch"] != leader_epoch:
+            raise FencedLeaderEpochError(f"partition {topic}-{partition}: ISR change from leader epoch "
+                                         f"{leader_epoch}, the current epoch is {rec['epoch']}")
+        replicas = replica_placement.replicas_of(t, partition)
+        if not isr or isr[0] != replicas[0] or not set(isr) <= set(replicas) or len(set(isr)) != len(isr):
+            raise ValueError(f"partition {topic}-{partition}: ISR {isr} is not the leader plus replicas of {replicas}")
+        if rec.get("isr") != isr:
+            rec["isr"] = list(isr)
+            await self._save_soon()
+            log.info("partition %s-%d: ISR %s", topic, partition, isr)
+        return list(rec["isr"])
 
     @staticmethod
     def _leader(t: dict[str, Any], partition: int) -> dict[str, Any]:
@@ -708,25 +753,34 @@ class RouterActor(SecurityMetadata, DynamicConfigs):
         partitions = self.num_partitions if partitions in (None, -1) else partitions
         if not isinstance(partitions, int) or partitions < 1:
             raise InvalidPartitionsError(f"number of partitions must be at least 1, got {partitions!r}")
-        if replication_factor not in (-1, 1):
-            raise InvalidReplicationFactorError(
-                f"replication factor {replication_factor} is not supported; logan-ray keeps one copy (use -1 or 1)")
+        factor = replica_placement.resolve_factor(replication_factor, self.default_replication_factor,
+                                                  len(self._refresh_nodes()))
         overrides = {k: str(v) for k, v in (config or {}).items()}
         TopicConfig.from_dict({**self.topic_defaults, **overrides})  # validate before touching anything
         async with self._lock:
             if name in self._meta["topics"]:
                 raise TopicExistsError(f"topic {name!r} already exists")
             if validate_only:
-                return {"name": name, "partitions": partitions, "config": overrides}
+                return {"name": name, "partitions": partitions, "config": overrides, "replication_factor": factor}
             await self._finish_deletions(name)  # an earlier topic of this name goes completely first
             self._refresh_nodes()
+            factor = replica_placement.resolve_factor(factor, 1, len(self._alive))  # a node may have gone meanwhile
             t = self._new_topic(partitions, overrides)
+            if factor > 1:
+                t["replication_factor"] = factor
             self._meta["topics"][name] = t
-            for p in range(partitions):
-                self._place(name, p, t)
+            self._place_new(name, t, range(partitions))
             self._save()  # durable first; partitions start on first need (lazy activation)
             await self._make_folders(name, t, range(partitions))
         return self._describe(name)
+
+    def _place_new(self, name: str, t: dict[str, Any], partitions: range) -> None:
+        """Place new partitions: the leader (``_place``), then its followers on other nodes."""
+        factor = replica_placement.replication_factor(t)
+        load = replica_placement.replica_load(self._meta["topics"].values(), self._alive) if factor > 1 else {}
+        for p in partitions:
+            self._place(name, p, t)
+            replica_placement.assign_replicas(self._leader(t, p), t["placement"][str(p)], factor, self._alive, load)
 
     async def _make_folders(self, name: str, t: dict[str, Any], partitions: range) -> None:
         """Create the folders (with their topic id) of new partitions placed on this node; a partition
@@ -765,8 +819,8 @@ class RouterActor(SecurityMetadata, DynamicConfigs):
             if not validate_only:
                 self._refresh_nodes()
                 old = t["partitions"]
-                for p in range(old, total):
-                    self._place(name, p, t)
+                replica_placement.resolve_factor(replica_placement.replication_factor(t), 1, len(self._alive))
+                self._place_new(name, t, range(old, total))
                 t["partitions"] = total
                 self._save()
                 await self._make_folders(name, t, range(old, total))
@@ -826,9 +880,11 @@ class RouterActor(SecurityMetadata, DynamicConfigs):
             "partitions": [
                 {"partition": p, "node_id": t["placement"][str(p)]["node_id"],
                  "node_ip": t["placement"][str(p)]["node_ip"], "actor": actor_name(name, p),
-                 "online": not self._is_offline(name, p), "leader_epoch": self._epoch(t, p)}
+                 "online": not self._is_offline(name, p), "leader_epoch": self._epoch(t, p),
+                 "replicas": replica_placement.replicas_of(t, p), "isr": replica_placement.isr_of(t, p)}
                 for p in range(t["partitions"])
             ],
+            "replication_factor": replica_placement.replication_factor(t),
             "config": dict(t.get("config", {})),
         }
 
@@ -892,7 +948,12 @@ class RouterActor(SecurityMetadata, DynamicConfigs):
                          "partitions": [(self._handles.get((name, p)), t["placement"][str(p)]["node_id"])
                                         for p in range(t["partitions"])],
                          "offline": [p for p in range(t["partitions"]) if self._is_offline(name, p)],
-                         "leader_epochs": [self._epoch(t, p) for p in range(t["partitions"])]}
+                         "leader_epochs": [self._epoch(t, p) for p in range(t["partitions"])],
+                         # None with one replica (the leader alone): routes of big topics stay as small as before
+                         "replicas": [replica_placement.replicas_of(t, p) for p in range(t["partitions"])]
+                         if replica_placement.replication_factor(t) > 1 else None,
+                         "isr": [replica_placement.isr_of(t, p) for p in range(t["partitions"])]
+                         if replica_placement.replication_factor(t) > 1 else None}
         return out
 
     async def partition(self, topic: str, partition: int, auto_create: bool = False):
@@ -956,7 +1017,7 @@ class RouterActor(SecurityMetadata, DynamicConfigs):
 
     async def settings(self) -> dict[str, Any]:
         return {"data_dir": self.data_dir, "auto_create_topics": self.auto_create_topics,
-                "num_partitions": self.num_partitions}
+                "num_partitions": self.num_partitions, "default_replication_factor": self.default_replication_factor}
 
     # -------------------------------------------------------------- producers
     async def allocate_producer_id(self) -> int:

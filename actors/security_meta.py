@@ -73,30 +73,32 @@ class SecurityMetadata:
             key = (entry["name"], entry["mechanism"])
             seen[key] = seen.get(key, 0) + 1
         store = self._scram()
+
+        def entry_error(name: str, code: int) -> tuple[int, str] | None:
+            """What Kafka refuses in any entry, deletion or upsertion, in its order of checks."""
+            if not name:
+                return UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
+            if code not in SCRAM_MECHANISMS:
+                return UNSUPPORTED_SASL_MECHANISM, f"Unknown SCRAM mechanism {code}"
+            if seen[(name, code)] > 1:
+                return DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"
+            return None
+
         for d in deletions:
             name, code = d["name"], d["mechanism"]
-            if not name:
-                errors.setdefault(name, (UNACCEPTABLE_CREDENTIAL, "Username must not be empty"))
-            elif code not in SCRAM_MECHANISMS:
-                errors.setdefault(name, (UNSUPPORTED_SASL_MECHANISM, f"Unknown SCRAM mechanism {code}"))
-            elif seen[(name, code)] > 1:
-                errors.setdefault(name, (DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the "
-                                                             "same request"))
-            elif SCRAM_MECHANISMS[code] not in store.get(name, {}):
-                errors.setdefault(name, (RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not "
-                                                             "exist"))
+            problem = entry_error(name, code)
+            if problem is None and SCRAM_MECHANISMS[code] not in store.get(name, {}):
+                problem = RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"
+            if problem is not None:
+                errors.setdefault(name, problem)
         for u in upsertions:
             name, code = u["name"], u["mechanism"]
-            if not name:
-                errors.setdefault(name, (UNACCEPTABLE_CREDENTIAL, "Username must not be empty"))
-            elif code not in SCRAM_MECHANISMS:
-                errors.setdefault(name, (UNSUPPORTED_SASL_MECHANISM, f"Unknown SCRAM mechanism {code}"))
-            elif seen[(name, code)] > 1:
-                errors.setdefault(name, (DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the "
-                                                             "same request"))
-            elif not MIN_ITERATIONS <= u["iterations"] <= MAX_ITERATIONS or u.get("credential") is None:
-                errors.setdefault(name, (UNACCEPTABLE_CREDENTIAL, f"Iterations must be between {MIN_ITERATIONS} "
-                                                                  f"and {MAX_ITERATIONS}"))
+            problem = entry_error(name, code)
+            if problem is None and (not MIN_ITERATIONS <= u["iterations"] <= MAX_ITERATIONS
+                                    or u.get("credential") is None):
+                problem = UNACCEPTABLE_CREDENTIAL, f"Iterations must be between {MIN_ITERATIONS} and {MAX_ITERATIONS}"
+            if problem is not None:
+                errors.setdefault(name, problem)
         async with self._lock:  # type: ignore[attr-defined]
             changed = False
             for d in deletions:

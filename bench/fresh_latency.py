@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import struct
 import sys
 import tempfile
 import threading
@@ -28,7 +27,7 @@ import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from bench.kafka import LoganRay, create_topic  # noqa: E402
+from bench.kafka import DelayReader, LoganRay, create_topic, paced_stamps  # noqa: E402
 from bench.machine import describe  # noqa: E402
 from bench.needs import need  # noqa: E402
 
@@ -44,42 +43,16 @@ def fresh_group_latency(bootstrap: str, seconds: float) -> dict[str, float]:
                   "auto.offset.reset": "earliest"})
     c.subscribe([topic], on_assign=lambda consumer, parts: assigned.set())
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    delays: list[float] = []
-    stop = threading.Event()
-
-    def reader() -> None:
-        while not stop.is_set():
-            m = c.poll(0.05)
-            if m is not None and m.error() is None:
-                delays.append(time.time_ns() / 1e6 - struct.unpack(">d", m.value()[:8])[0])
-
-    t = threading.Thread(target=reader)
-    t.start()
+    reader = DelayReader(c, 0.05)
     if not assigned.wait(60):
-        stop.set()
-        t.join()
+        reader.stop()
         raise RuntimeError("the consumer got no assignment within 60 s")
     joined = time.perf_counter() - t0
-    started = time.perf_counter()
-    i = 0
-    while time.perf_counter() - started < seconds:
-        due = started + i / 1000.0
-        now = time.perf_counter()
-        if due > now:
-            time.sleep(due - now)
-        p.produce(topic, struct.pack(">d", time.time_ns() / 1e6) + b"x" * 92)
-        p.poll(0)
-        i += 1
-    p.flush(30)
-    deadline = time.monotonic() + 15
-    while len(delays) < i and time.monotonic() < deadline:
-        time.sleep(0.05)
-    stop.set()
-    t.join()
+    i = paced_stamps(p, topic, seconds)
+    delays = reader.wait_for(i, 15)
     c.close()
     if len(delays) < i * 0.99:
         raise RuntimeError(f"only {len(delays)} of {i} records arrived")
-    delays.sort()
     return {"p50": delays[len(delays) // 2], "p99": delays[int(len(delays) * 0.99)], "max": delays[-1],
             "over20": sum(d > 20 for d in delays) / len(delays), "samples": len(delays), "join_s": joined}
 

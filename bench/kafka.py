@@ -223,26 +223,37 @@ def consume_kcat(bootstrap: str, topic: str, n: int) -> float:
     return took
 
 
-def latency(bootstrap: str, topic: str, seconds: float) -> tuple[float, float, int]:
-    """(p50 ms, p99 ms, samples) of produce-to-consume delay at one record per millisecond."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
+class DelayReader:
+    """Polls ``consumer`` in a thread, collecting produce-to-consume delays (ms) of :func:`paced_stamps` records."""
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, 0, 0)])
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    delays: list[float] = []
-    stop = threading.Event()
+    def __init__(self, consumer, poll_s: float):
+        self.consumer, self.poll_s = consumer, poll_s
+        self.delays: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+        self._thread.start()
 
-    def reader() -> None:
-        while not stop.is_set():
-            m = c.poll(0.1)
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            m = self.consumer.poll(self.poll_s)
             if m is not None and m.error() is None:
-                delays.append(time.time_ns() / 1e6 - struct.unpack(">d", m.value()[:8])[0])
+                self.delays.append(time.time_ns() / 1e6 - struct.unpack(">d", m.value()[:8])[0])
 
-    t = threading.Thread(target=reader)
-    t.start()
-    time.sleep(1.0)  # consumer connected and fetching
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def wait_for(self, n: int, timeout_s: float) -> list[float]:
+        """Wait until ``n`` delays arrived (or the timeout), stop, and return them sorted."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.delays) < n and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.stop()
+        return sorted(self.delays)
+
+
+def paced_stamps(p, topic: str, seconds: float) -> int:
+    """Produce one 100-byte record stamped with the wall clock per millisecond for ``seconds``; returns how many."""
     started = time.perf_counter()
     i = 0
     while True:
@@ -256,13 +267,33 @@ def latency(bootstrap: str, topic: str, seconds: float) -> tuple[float, float, i
         p.poll(0)
         i += 1
     p.flush(30)
-    deadline = time.monotonic() + 10
-    while len(delays) < i and time.monotonic() < deadline:
-        time.sleep(0.05)
-    stop.set()
-    t.join()
+    return i
+
+
+def produce_copies(p, topic: str, value: bytes, n: int) -> None:
+    """``n`` copies of ``value``, waiting for room in the client's queue when it is full."""
+    for _ in range(n):
+        while True:
+            try:
+                p.produce(topic, value)
+                break
+            except BufferError:
+                p.poll(0.01)
+
+
+def latency(bootstrap: str, topic: str, seconds: float) -> tuple[float, float, int]:
+    """(p50 ms, p99 ms, samples) of produce-to-consume delay at one record per millisecond."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    reader = DelayReader(c, 0.1)
+    time.sleep(1.0)  # consumer connected and fetching
+    i = paced_stamps(p, topic, seconds)
+    delays = reader.wait_for(i, 10)
     c.close()
-    delays.sort()
     if len(delays) < i * 0.99:
         raise RuntimeError(f"only {len(delays)} of {i} latency samples arrived")
     return delays[len(delays) // 2], delays[int(len(delays) * 0.99)], len(delays)
@@ -275,13 +306,7 @@ def fill_large(bootstrap: str, topic: str, mib: int) -> int:
                   "message.max.bytes": 2 << 20})
     value = os.urandom(FETCH_RECORD)
     n = mib * 1024 * 1024 // FETCH_RECORD
-    for _ in range(n):
-        while True:
-            try:
-                p.produce(topic, value)
-                break
-            except BufferError:
-                p.poll(0.01)
+    produce_copies(p, topic, value, n)
     if p.flush(120):
         raise RuntimeError("large records not acknowledged")
     return n

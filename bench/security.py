@@ -30,7 +30,7 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 import machine  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.kafka import consume_confluent  # noqa: E402  (one confluent-kafka reference reader)
+from bench.kafka import consume_confluent, produce_copies  # noqa: E402  (one confluent-kafka reference reader)
 
 PASSWORD = "bench-pw"
 
@@ -41,13 +41,7 @@ def produce(conf: dict, topic: str, n: int, size: int) -> float:
     p = Producer({**conf, "linger.ms": 5, "batch.num.messages": 10000, "queue.buffering.max.messages": 1000000})
     value = b"x" * size
     t = time.perf_counter()
-    for _ in range(n):
-        while True:
-            try:
-                p.produce(topic, value)
-                break
-            except BufferError:
-                p.poll(0.01)
+    produce_copies(p, topic, value, n)
     if p.flush(300):
         raise RuntimeError("producer did not flush")
     return n / (time.perf_counter() - t)

@@ -197,12 +197,14 @@ class Client:
 
     # ------------------------------------------------------------------ admin
     def create_topic(self, name: str, partitions: int = 1, config: dict[str, Any] | None = None, *,
-                     activate: bool = True) -> dict[str, Any]:
+                     activate: bool = True, replication_factor: int = -1) -> dict[str, Any]:
         """Create a topic. ``activate`` (the default for the Python API, whose callers use the
         partitions at once): return once its partition actors run, so the first produce or
         fetch does not wait for them; with False (as Kafka's CreateTopics and `logan-ray topic
-        create` do) only the metadata and folders are written and partitions start on first use."""
-        info = get(self.router.create_topic.remote(name, partitions, config))
+        create` do) only the metadata and folders are written and partitions start on first use.
+        ``replication_factor``: replicas on distinct Ray nodes (-1: the broker's
+        ``default.replication.factor``); more than the alive nodes raises InvalidReplicationFactorError."""
+        info = get(self.router.create_topic.remote(name, partitions, config, replication_factor))
         if activate:
             self.partitions(name, refresh=True)
         return info

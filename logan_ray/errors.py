@@ -19,6 +19,8 @@ from logan_ray.common.errors import (  # noqa: F401  (re-exported)
     InvalidRequestError,
     InvalidTopicError,
     LeaderNotAvailableError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
     NonEmptyGroupError,
     NotRunningError,
     PartitionHibernatedError,

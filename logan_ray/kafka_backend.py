@@ -16,6 +16,7 @@ import uuid
 from typing import Any, Iterable
 
 from .actors.topic_names import is_internal
+from .line_records import split_line, write_line
 from .errors import (GroupError, GroupIdNotFoundError, InvalidConfigError, LoganError, NonEmptyGroupError,
                      NotRunningError, UnknownTopicError)
 
@@ -135,14 +136,16 @@ class KafkaBackend:
 
     # ------------------------------------------------------------------ admin
     def create_topic(self, name: str, partitions: int = 1, config: dict[str, Any] | None = None, *,
-                     activate: bool = False) -> dict[str, Any]:
+                     activate: bool = False, replication_factor: int = -1) -> dict[str, Any]:
         """Kafka's CreateTopics; its partitions start on first use (``activate`` is the Python
         client's option and has no Kafka equivalent, so it is accepted and ignored)."""
         from confluent_kafka.admin import NewTopic
 
-        new = NewTopic(name, num_partitions=partitions, config={k: str(v) for k, v in (config or {}).items()})
+        new = NewTopic(name, num_partitions=partitions, replication_factor=replication_factor,
+                       config={k: str(v) for k, v in (config or {}).items()})
         self._wait(self.admin.create_topics([new], request_timeout=TIMEOUT_S)[name], f"create topic {name!r}")
-        return {"name": name, "partitions": [{"partition": p} for p in range(partitions)]}
+        return {"name": name, "partitions": [{"partition": p} for p in range(partitions)],
+                "replication_factor": max(replication_factor, 1)}
 
     def delete_topic(self, name: str) -> None:
         self._topic(name)
@@ -162,7 +165,8 @@ class KafkaBackend:
         overrides = {c.name: c.value for c in self._configs(name)
                      if c.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
         return {"name": name, "topic_id": _uuid(desc.topic_id), "config": overrides,
-                "partitions": [{"partition": p.id, "node_id": "-" if p.leader is None else str(p.leader.id)}
+                "partitions": [{"partition": p.id, "node_id": "-" if p.leader is None else str(p.leader.id),
+                                "replicas": [str(r.id) for r in p.replicas], "isr": [str(r.id) for r in p.isr]}
                                for p in sorted(desc.partitions, key=lambda p: p.id)]}
 
     def topic_config(self, name: str) -> dict[str, str]:
@@ -218,8 +222,6 @@ class KafkaBackend:
         """Produce one record per line (``KEY<sep>VALUE`` with a separator); returns how many were acknowledged."""
         from confluent_kafka import KafkaException, Producer
 
-        from .errors import SerializationError
-
         self._topic(topic)
         producer = Producer({**self.conf, "acks": str(acks), "compression.type": compression,
                              "linger.ms": linger_ms, "partitioner": "murmur2_random",
@@ -233,12 +235,7 @@ class KafkaBackend:
         n = 0
         extra = {} if partition is None else {"partition": partition}
         for raw in lines:
-            line = raw.rstrip(b"\r\n")
-            key = None
-            if key_separator is not None:
-                if key_separator not in line:
-                    raise SerializationError(f"line {n + 1} has no key separator {key_separator.decode()!r}")
-                key, line = line.split(key_separator, 1)
+            key, line = split_line(raw, key_separator, n + 1)
             while True:
                 try:
                     producer.produce(topic, line, key, on_delivery=delivered, **extra)
@@ -282,9 +279,7 @@ class KafkaBackend:
                         if err.code() == KafkaError._PARTITION_EOF:
                             continue
                         raise LoganError(f"consume from {topic!r}: {err.name()}: {err.str()}")
-                    if key_separator is not None:
-                        out.write((m.key() or b"") + key_separator)
-                    out.write((m.value() or b"") + b"\n")
+                    write_line(out, m.key(), m.value(), key_separator)
                     n += 1
                 out.flush()
                 if timeout_ms:

@@ -13,7 +13,8 @@ from typing import NamedTuple
 
 from . import pending_deletes
 from .cleaner_checkpoint import CleanerCheckpoint, write_checkpoint
-from .compaction import CleanedGroup, CleanResult, step
+from .cleaner_result import CleanedGroup, CleanResult
+from .compaction import step
 from .config import TopicConfig
 from .log_state import LogState
 from .segment import Segment

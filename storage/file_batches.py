@@ -46,7 +46,7 @@ class FileBatches:
     :attr:`problem` why (None when it reached the end or a stop position).
     """
 
-    __slots__ = ("fd", "end", "bytes_read", "problem", "bad", "stop_position", "_buf", "_mv", "_start", "_len")
+    __slots__ = ("fd", "end", "bytes_read", "problem", "bad", "stop_position", "_buf", "_mv", "_start", "_len", "_fills")
 
     def __init__(self, fd: int, end: int, window: int = HEADER_WINDOW):
         self.fd = fd
@@ -59,11 +59,13 @@ class FileBatches:
         self._mv = memoryview(self._buf)
         self._start = 0
         self._len = 0
+        self._fills = 0  # reads so far: a walk reloads its window only when a caller read meanwhile
 
     def _fill(self, pos: int) -> int:
         n = os.preadv(self.fd, [self._mv[: min(len(self._buf), self.end - pos)]], pos)
         self._start, self._len = pos, n
         self.bytes_read += n
+        self._fills += 1
         return n
 
     def batch(self, pos: int, size: int) -> tuple[bytearray, memoryview, int] | None:
@@ -120,7 +122,7 @@ class FileBatches:
         end = self.end if end is None else end
         self.problem = self.bad = None
         unpack, crc32c = _unpack, _crc
-        buf, view, start, have = self._buf, self._mv, self._start, self._len
+        buf, view, start, have, fills = self._buf, self._mv, self._start, self._len, self._fills
         while pos < end:
             if stops and pos in stops:
                 break
@@ -131,7 +133,7 @@ class FileBatches:
                     self.problem = CorruptRecordError(
                         f"torn batch: {end - pos} bytes at the end, a header needs {HEADER_SIZE}")
                     return
-                buf, view, start, have, rel = self._buf, self._mv, pos, self._len, 0
+                buf, view, start, have, rel, fills = self._buf, self._mv, pos, self._len, 0, self._fills
             h = unpack(buf, rel)
             _base, length, _epoch, magic, crc, attributes, delta, _bts, _mts, _pid, _pep, _seq, count = h
             size = length + LOG_OVERHEAD
@@ -147,7 +149,7 @@ class FileBatches:
                         self.problem = CorruptRecordError(f"file ends inside a batch of {size} bytes")
                         self.bad = _new(BatchHeader, h)
                         return
-                    buf, view, start, have, rel = self._buf, self._mv, pos, self._len, 0
+                    buf, view, start, have, rel, fills = self._buf, self._mv, pos, self._len, 0, self._fills
                 if (
                     crc32c(view[rel + CRC_START : rel + size]) != crc
                     or delta < 0
@@ -159,7 +161,8 @@ class FileBatches:
                     self.problem = self.damage(pos, self.bad)
                     return
             yield pos, h
-            buf, view, start, have = self._buf, self._mv, self._start, self._len  # the caller may have read meanwhile
+            if self._fills != fills:  # the caller read meanwhile (one compare instead of four reloads per batch)
+                buf, view, start, have, fills = self._buf, self._mv, self._start, self._len, self._fills
             pos += size
         self.stop_position = pos
 

@@ -206,6 +206,21 @@ class LeaderEpochCache:
         return f"LeaderEpochCache({self.entries})"
 
 
+def fence(name: str, current_leader_epoch: int, leader_epoch: int) -> None:
+    """KIP-320 fencing of a request's ``current_leader_epoch`` against the leader's ``leader_epoch``:
+    older raises FencedLeaderEpochError, newer UnknownLeaderEpochError; -1 (any negative) skips
+    the check, as in Kafka. Used by the partition actor and by reads of a closed partition."""
+    from .errors import FencedLeaderEpochError, UnknownLeaderEpochError
+
+    if current_leader_epoch < 0 or current_leader_epoch == leader_epoch:
+        return
+    if current_leader_epoch < leader_epoch:
+        raise FencedLeaderEpochError(f"partition {name}: leader epoch {current_leader_epoch} is fenced; "
+                                     f"the leader is in epoch {leader_epoch}")
+    raise UnknownLeaderEpochError(f"partition {name}: leader epoch {current_leader_epoch} "
+                                  f"is newer than the leader's {leader_epoch}")
+
+
 def read_checkpoint_file(path: str) -> list[EpochEntry] | None:
     """The entries of a checkpoint file; None when it is missing or unreadable (then: rebuild)."""
     try:
@@ -263,6 +278,7 @@ __all__ = [
     "UNDEFINED_EPOCH_OFFSET",
     "EpochEntry",
     "LeaderEpochCache",
+    "fence",
     "load_leader_epochs",
     "parse_checkpoint",
     "format_checkpoint",

@@ -8,6 +8,7 @@ invariants):
 
 * :mod:`.log_lifecycle`: open (recovery, producer state), close, delete;
 * :mod:`.log_append`: validate and append batches, roll segments;
+* :mod:`.log_replica`: a follower's byte-for-byte append and runtime truncation;
 * :mod:`.log_flush`: fsync up to a point, the group commit behind ``acks=all``;
 * :mod:`.log_read`: which file ranges answer a fetch;
 * :mod:`.time_lookup`: offsets by timestamp (ListOffsets);
@@ -27,13 +28,13 @@ from __future__ import annotations
 import time
 from typing import Callable, NamedTuple
 
-from . import cleaned_install, log_append, log_flush, log_lifecycle, log_retention, log_verify
+from . import cleaned_install, log_append, log_flush, log_lifecycle, log_replica, log_retention, log_verify
 from .cleanable import CleanView, DirtyStats, SegmentView, dirty_stats
 from .cleaned_install import SwapReport
 from .cleaner_checkpoint import CleanerCheckpoint
 from .compaction import CleanResult, discard
 from .config import TopicConfig
-from .errors import FencedLeaderEpochError, InvalidTimestampError
+from .errors import FencedLeaderEpochError
 from .leader_epochs import LeaderEpochCache
 from .log_append import AppendInfo
 from .log_read import locate_ranges
@@ -42,12 +43,8 @@ from .producer_state import DEFAULT_EXPIRATION_MS, ProducerStateTable
 from .recovery import RecoveryReport
 from .roll_flusher import RollFlusher
 from .segment import CorruptBatch, FileSlice, Segment
-from .time_lookup import first_at_or_after, first_with_max_timestamp
-
-# ListOffsets special timestamps, accepted by offset_for_timestamp for convenience.
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
+from .time_lookup import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, first_with_max_timestamp  # noqa: F401 (re-exported)
+from .time_lookup import offset_for_timestamp as _offset_for_timestamp
 
 
 class SegmentInfo(NamedTuple):
@@ -181,6 +178,15 @@ class PartitionLog:
         """
         return log_append.append(self._st, data, leader_epoch)
 
+    # ------------------------------------------------------------ follower side
+    def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append a leader's fetched batches byte for byte, epochs included (see :mod:`.log_replica`)."""
+        return log_replica.append_as_follower(self._st, data)
+
+    def truncate_to(self, offset: int) -> int:
+        """Cut every batch holding an offset >= ``offset``, durably; returns the new log end (:mod:`.log_replica`)."""
+        return log_replica.truncate_to(self._st, offset)
+
     # ------------------------------------------------------------ leader epochs
     @property
     def leader_epochs(self) -> LeaderEpochCache:
@@ -277,15 +283,7 @@ class PartitionLog:
         """
         with self._st.lock:
             self._st.check_open()
-            if timestamp == LATEST_TIMESTAMP:
-                return self._st.log_end, -1
-            if timestamp == EARLIEST_TIMESTAMP:
-                return self._st.log_start, -1
-            if timestamp == MAX_TIMESTAMP:
-                return self.max_timestamp_offset()
-            if timestamp < 0:
-                raise InvalidTimestampError(f"cannot look up negative timestamp {timestamp}")
-            return first_at_or_after(self._st.segments, self._st.log_start, timestamp)
+            return _offset_for_timestamp(self._st.segments, self._st.log_start, self._st.log_end, timestamp)
 
     def max_timestamp_offset(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record holding the largest timestamp (ListOffsets -3)."""

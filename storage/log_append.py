@@ -85,6 +85,37 @@ def validate_append(buf: bytearray, config: TopicConfig) -> tuple[list[tuple[int
     return headers, records
 
 
+class LeaderPlacement:
+    """How a leader places batches: offsets from the log end, its epoch and LogAppendTime stamped in."""
+
+    def __init__(self, leader_epoch: int | None) -> None:
+        self.leader_epoch = leader_epoch
+        self.epoch = -1
+
+    def begin(self, st: LogState, headers: list[tuple[int, BatchHeader]]) -> None:
+        """Under ``st.lock``, before any write: fence an old epoch, checkpoint a new one (fsynced)."""
+        latest = st.leader_epochs.latest_epoch
+        epoch = self.epoch = latest if self.leader_epoch is None else self.leader_epoch
+        if epoch < latest:
+            raise FencedLeaderEpochError(f"partition log {st.name}: append in leader epoch {epoch}, but "
+                                         f"epoch {latest} has begun")
+        if epoch >= 0:
+            st.leader_epochs.assign(epoch, st.log_end)
+
+    def place(self, buf: bytearray, bpos: int, h: BatchHeader, offset: int, now: int, lat: bool) -> int:
+        """Patch one batch's broker-owned fields; returns its max timestamp."""
+        set_base_offset(buf, offset, bpos)
+        set_partition_leader_epoch(buf, self.epoch, bpos)
+        if lat:
+            set_log_append_time(buf, now, bpos)
+            return now
+        return h.max_timestamp
+
+    def append_time(self, h: BatchHeader, now: int, lat: bool) -> int:
+        """The LogAppendTime the producer state remembers for this batch (-1: CreateTime)."""
+        return now if lat else -1
+
+
 def append(st: LogState, data: bytes | bytearray | memoryview, leader_epoch: int | None) -> AppendInfo:
     """Validate and append one or more concatenated v2 batches, all or nothing (see the module docstring).
 
@@ -93,10 +124,21 @@ def append(st: LogState, data: bytes | bytearray | memoryview, leader_epoch: int
     an epoch older than the latest is refused (a fenced leader).
     """
     buf = bytearray(data)  # our own copy: offsets get patched
+    headers, records = validate_append(buf, st.config)
+    return write_batches(st, buf, headers, records, LeaderPlacement(leader_epoch))
+
+
+def write_batches(st: LogState, buf: bytearray, headers: list[tuple[int, BatchHeader]], records: int,
+                  placement) -> AppendInfo:
+    """Write validated batches at the log end with one ``pwrite``, rolling first if due.
+
+    ``placement`` (a :class:`LeaderPlacement`, or a follower's in
+    :mod:`.log_replica`) checks and patches each batch under the lock; the
+    rest (rolls, indexes, producer state, flush policy, disk errors) is the
+    same for leaders and followers.
+    """
     total = len(buf)
     config = st.config
-    headers, records = validate_append(buf, config)
-
     rolled_at = None
     with st.lock:
         st.check_open()
@@ -107,27 +149,15 @@ def append(st: LogState, data: bytes | bytearray | memoryview, leader_epoch: int
         last_offset = first_offset + records - 1
         seg = st.segments[-1]
         lat = config.log_append_time
-        latest = st.leader_epochs.latest_epoch
-        epoch = latest if leader_epoch is None else leader_epoch
-        if epoch < latest:
-            raise FencedLeaderEpochError(f"partition log {st.name}: append in leader epoch {epoch}, but "
-                                         f"epoch {latest} has begun")
         try:
-            if epoch >= 0:
-                st.leader_epochs.assign(epoch, first_offset)  # fsynced before any batch of it is written
+            placement.begin(st, headers)  # a new epoch is fsynced before any batch of it is written
             if should_roll(st, seg, total, now, last_offset):
                 seg = roll(st, now)
                 rolled_at = seg.base_offset
             offset = first_offset
             batches = []
             for bpos, h in headers:
-                set_base_offset(buf, offset, bpos)
-                set_partition_leader_epoch(buf, epoch, bpos)
-                if lat:
-                    set_log_append_time(buf, now, bpos)
-                    max_ts = now
-                else:
-                    max_ts = h.max_timestamp
+                max_ts = placement.place(buf, bpos, h, offset, now, lat)
                 batches.append((bpos, offset, offset + h.last_offset_delta, max_ts, h.size))
                 offset += h.last_offset_delta + 1
             seg.append(buf, batches, now)
@@ -142,7 +172,7 @@ def append(st: LogState, data: bytes | bytearray | memoryview, leader_epoch: int
         st.log_end = offset
         for (_, h), (_, base, _, _, _) in zip(headers, batches):
             if h.producer_id >= 0:
-                st.producer_state.record(h, base, now if lat else -1, now)
+                st.producer_state.record(h, base, placement.append_time(h, now, lat), now)
         stats = st.stats
         stats["appends"] += 1
         stats["appended_bytes"] += total

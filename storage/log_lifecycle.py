@@ -85,13 +85,13 @@ def open_log(directory: str, config: TopicConfig, clock: Callable[[], int], full
     st.producer_id_expiration_ms = producer_id_expiration_ms
     st.producer_state, st.producer_load = load_producer_state(
         st.directory, log_end=st.log_end, fallback_from=st.segments[-1].base_offset,
-        replay=lambda offset: _replay_headers(st, offset), now_ms=now, expiration_ms=producer_id_expiration_ms,
+        replay=lambda offset: replay_headers(st, offset), now_ms=now, expiration_ms=producer_id_expiration_ms,
         log_append_time=config.log_append_time,
     )
     # A checkpoint ahead of the recovered log (lost unsynced records) is cut back; a missing one is rebuilt.
     st.leader_epochs = load_leader_epochs(
         st.directory, log_start=st.log_start, log_end=st.log_end,
-        headers_from=lambda offset: ((h.partition_leader_epoch, h.base_offset) for h, _ in _replay_headers(st, offset)))
+        headers_from=lambda offset: ((h.partition_leader_epoch, h.base_offset) for h, _ in replay_headers(st, offset)))
     if clean:
         # From now on a crash must be detected: the marker goes, durably.
         os.remove(marker)
@@ -103,7 +103,7 @@ def open_log(directory: str, config: TopicConfig, clock: Callable[[], int], full
     return st
 
 
-def _replay_headers(st: LogState, offset: int) -> Iterator[tuple[BatchHeader, bool]]:
+def replay_headers(st: LogState, offset: int) -> Iterator[tuple[BatchHeader, bool]]:
     """``(header, from a cleaned segment)`` of each batch from ``offset`` on, reading headers only."""
     for seg in list(st.segments):
         if seg.next_offset <= offset or seg.size == 0:

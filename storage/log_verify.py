@@ -26,7 +26,7 @@ def verify(st: LogState) -> list[CorruptBatch]:
             st.check_open()
             if seg not in st.segments:
                 continue
-            outcome = scan_segment(seg, check_crc=True, is_last=False)
+            outcome = scan_segment(seg, check_crc=True, is_last=False, indexes=False)
             for c in outcome.corrupt:
                 seg.corrupt.setdefault(c.position, c)
             for s, e in outcome.verified:

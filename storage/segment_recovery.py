@@ -46,7 +46,9 @@ class ScanOutcome:
         self.checked_crc = False
 
 
-def scan(seg: Segment, *, check_crc: bool, acked_before: int = UNACKED, is_last: bool = True) -> ScanOutcome:
+def scan(
+    seg: Segment, *, check_crc: bool, acked_before: int = UNACKED, is_last: bool = True, indexes: bool = True
+) -> ScanOutcome:
     """Walk the whole file, rebuilding indexes, and decide what to keep.
 
     A bad batch at an offset >= ``acked_before`` (not flushed, so never
@@ -54,6 +56,10 @@ def scan(seg: Segment, *, check_crc: bool, acked_before: int = UNACKED, is_last:
     a torn or corrupt tail to truncate. A bad batch below it is reported and
     kept; if its framing is broken the walk resynchronises on the next
     CRC-valid batch so later acknowledged data stays readable.
+
+    ``indexes=False`` (a scrub, which keeps the segment's own indexes) leaves
+    :attr:`ScanOutcome.index` and ``timeindex`` empty: not building entries
+    nobody installs keeps the per-batch work of a scrub down.
     """
     out = ScanOutcome()
     out.checked_crc = check_crc
@@ -62,6 +68,7 @@ def scan(seg: Segment, *, check_crc: bool, acked_before: int = UNACKED, is_last:
     end = seg.file_size()
     out.next_offset = seg.base_offset
     state = [0, -1, -1]  # bytes since the last index entry, max timestamp, its batch offset
+    interval = seg.index_interval if indexes else 1 << 62  # never reached: no entries
     position = 0
     expected = seg.base_offset  # -1: accept any base offset (after a damaged batch)
     run_start: int | None = 0  # start of the current run of CRC-checked good batches
@@ -74,7 +81,7 @@ def scan(seg: Segment, *, check_crc: bool, acked_before: int = UNACKED, is_last:
     seg.holes = {}  # rediscover holes instead of trusting old ones
     try:
         while True:
-            position, expected = _good_run(seg, out, state, position, end, expected, check_crc)
+            position, expected = _good_run(seg, out, state, position, end, expected, check_crc, interval)
             if position >= end:
                 break
             # The fast loop stopped on something: classify it with the careful walker.
@@ -82,7 +89,7 @@ def scan(seg: Segment, *, check_crc: bool, acked_before: int = UNACKED, is_last:
                 seg.walk(position, end, expected=None if expected < 0 else expected, check_crc=check_crc)
             )
             if kind is None:  # nothing wrong after all (defensive; the fast loop is stricter)
-                _account(seg, out, state, ref)
+                _account(out, state, ref, interval)
                 position, expected = ref.position + ref.size, ref.last_offset + 1
                 continue
             close_run(ref.position)
@@ -116,15 +123,15 @@ def scan(seg: Segment, *, check_crc: bool, acked_before: int = UNACKED, is_last:
     finally:
         seg.holes = saved_holes
     max_ts, off_max = state[1], state[2]
-    if max_ts >= 0:
+    if max_ts >= 0 and indexes:
         out.timeindex.maybe_append(max_ts, off_max)
     out.max_timestamp, out.offset_of_max = max_ts, off_max
     return out
 
-def _account(seg: Segment, out: ScanOutcome, state: list[int], ref: BatchRef) -> None:
+def _account(out: ScanOutcome, state: list[int], ref: BatchRef, interval: int) -> None:
     if ref.max_timestamp > state[1]:
         state[1], state[2] = ref.max_timestamp, ref.base_offset
-    if state[0] > seg.index_interval:
+    if state[0] > interval:
         out.index.append(ref.base_offset, ref.position)
         out.timeindex.maybe_append(state[1], state[2])
         state[0] = 0
@@ -134,7 +141,8 @@ def _account(seg: Segment, out: ScanOutcome, state: list[int], ref: BatchRef) ->
     out.batches += 1
 
 def _good_run(
-    seg: Segment, out: ScanOutcome, state: list[int], position: int, end: int, expected: int, check_crc: bool
+    seg: Segment, out: ScanOutcome, state: list[int], position: int, end: int, expected: int, check_crc: bool,
+    interval: int,
 ) -> tuple[int, int]:
     """Consume consecutive sound batches from ``position`` as fast as Python allows.
 
@@ -147,7 +155,6 @@ def _good_run(
     reader = FileBatches(seg.fd, end, SCAN_CHUNK)
     index_append = out.index.append
     time_append = out.timeindex.maybe_append
-    interval = seg.index_interval
     since, max_ts, off_max = state
     gaps_ok = seg.compacted  # cleaned segments: base offsets only have to increase
     batches = 0

@@ -8,9 +8,34 @@ from __future__ import annotations
 from typing import Callable, Iterator, Sequence
 
 from .batch_header import TIMESTAMP_TYPE_BIT
-from .errors import CorruptRecordError
+from .errors import CorruptRecordError, InvalidTimestampError
 from .records import decode_batch
 from .segment import BatchRef, Segment
+
+
+# ListOffsets special timestamps, accepted by offset_for_timestamp for convenience.
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+
+def offset_for_timestamp(segments: Sequence[Segment], log_start: int, log_end: int,
+                         timestamp: int) -> tuple[int, int] | None:
+    """ListOffsets over a log's segments: -1 gives (log end, -1), -2 (log start, -1), -3 the first
+    record holding the largest timestamp, any other time the first record at or after it.
+
+    Shared by the live log (``PartitionLog``) and the read-only view of a closed folder
+    (``ClosedLog``), so both answer alike.
+    """
+    if timestamp == LATEST_TIMESTAMP:
+        return log_end, -1
+    if timestamp == EARLIEST_TIMESTAMP:
+        return log_start, -1
+    if timestamp == MAX_TIMESTAMP:
+        return first_with_max_timestamp(segments, log_start)
+    if timestamp < 0:
+        raise InvalidTimestampError(f"cannot look up negative timestamp {timestamp}")
+    return first_at_or_after(segments, log_start, timestamp)
 
 
 def first_at_or_after(segments: Sequence[Segment], log_start: int, timestamp: int) -> tuple[int, int] | None:

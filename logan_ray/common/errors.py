@@ -47,6 +47,20 @@ class InvalidRequestError(LoganError):
     code = 42  # INVALID_REQUEST
 
 
+class NotEnoughReplicasError(LoganError):
+    """acks=all refused before the append: fewer in-sync replicas than ``min.insync.replicas``."""
+
+    code = 19  # NOT_ENOUGH_REPLICAS
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppendError(LoganError):
+    """acks=all: the records are in the leader's log, but the ISR shrank below ``min.insync.replicas``."""
+
+    code = 20  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    retriable = True
+
+
 class LeaderNotAvailableError(LoganError):
     """The partition's node is gone: its log lives there and nowhere else, so it waits for that node.
 

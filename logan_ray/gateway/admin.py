@@ -49,7 +49,7 @@ async def _create_one(gw: GatewayContext, t: dict, validate_only: bool, version:
                                                           validate_only)
         out["num_partitions"] = len(info["partitions"]) if isinstance(info["partitions"], list) \
             else info["partitions"]
-        out["replication_factor"] = 1
+        out["replication_factor"] = info.get("replication_factor", 1)
         if info.get("topic_id"):
             out["topic_id"] = uuid.UUID(info["topic_id"])
         if version >= 5 and not validate_only:
@@ -135,7 +135,8 @@ async def _broker_rows(gw: GatewayContext) -> list[tuple[str, str, bool]]:
         ("auto.create.topics.enable", str(s.get("auto_create_topics", True)).lower(), False),
         ("num.partitions", str(s.get("num_partitions", 1)), False),
         ("log.dirs", str(s.get("data_dir", "")), False),
-        ("default.replication.factor", "1", True),
+        ("default.replication.factor", str(s.get("default_replication_factor", 1)),
+         s.get("default_replication_factor", 1) == 1),
         ("socket.request.max.bytes", str(gw.max_frame_bytes), True),
         ("queued.max.request.bytes", str(gw.pool.capacity), False),
         ("max.connections", str(gw.quotas.max_connections), True),

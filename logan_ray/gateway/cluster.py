@@ -19,6 +19,8 @@ from logan_ray.actors.names import broker_id
 from logan_ray.common.errors import PartitionHibernatedError
 from logan_ray.protocol import errors as codes
 
+from .closed_reads import CLOSED_METHODS, ClosedReads, NeedsActor, follow_changes
+
 log = logging.getLogger("logan_ray.gateway")
 
 GATEWAYS_TTL_S = 2.0
@@ -93,18 +95,26 @@ class Partition:
     or crashed and the caller must look again) asks the router for the current one.
     """
 
-    __slots__ = ("handle", "node_id", "local", "leader_epoch", "_link", "_activate", "_down")
+    __slots__ = ("handle", "node_id", "local", "leader_epoch", "replicas", "isr", "_link", "_activate", "_down",
+                 "_closed")
 
     def __init__(self, handle: Any, node_id: str, local: bool, link: ChannelLink | None = None,
-                 activate: Activator | None = None, offline: bool | None = None, leader_epoch: int = -1) -> None:
+                 activate: Activator | None = None, offline: bool | None = None, leader_epoch: int = -1,
+                 closed: Callable[["Partition", str, tuple], Awaitable[Any]] | None = None,
+                 replicas: list[str] | None = None, isr: list[str] | None = None) -> None:
         self.handle = handle
         self.node_id = node_id
         self.local = local
         #: the partition's leader epoch as the router had it when this route was fetched (Metadata shows it)
         self.leader_epoch = leader_epoch
+        #: node ids of its replicas (leader first) and of those in sync, as the router had them
+        self.replicas = replicas or [node_id]
+        self.isr = isr or [node_id]
         self._link = link
         self._activate = activate
         self._down = handle is None if offline is None else offline
+        #: reads of this partition while inactive, answered from its closed files (closed_reads.py)
+        self._closed = closed
 
     @property
     def offline(self) -> bool:
@@ -123,6 +133,12 @@ class Partition:
         cannot have taken effect on the old one (a read, or the old actor hibernated,
         refusing everything after its last call), else the error goes to the caller.
         """
+        closed_read = self._closed is not None and method in CLOSED_METHODS
+        if self.handle is None and closed_read:
+            try:
+                return await self._closed(self, method, args)  # inactive: its files answer, nothing wakes
+            except NeedsActor as e:
+                args = e.call_args or args
         if self.handle is None and self._activate is not None:
             self.handle, self._link, _ = await self._activate(None)  # inactive: the router starts its actor
         for attempt in range(3):
@@ -132,6 +148,15 @@ class Partition:
             except Exception as e:
                 if self._activate is None or attempt == 2 or not is_stale_route(e):
                     raise
+                if closed_read:  # the actor is gone: if it hibernated, read its files instead of waking it
+                    try:
+                        result = await self._closed(self, method, args)
+                    except NeedsActor as n:
+                        args = n.call_args or args
+                    else:
+                        if self.handle is handle:
+                            self.handle, self._link = None, None
+                        return result
                 fresh, link, stale_hibernated = await self._activate(handle)
                 if self.handle is handle:
                     self.handle, self._link = fresh, link
@@ -195,6 +220,8 @@ class Cluster:
         self._settings: dict[str, Any] | None = None
         self._links: dict[str, ChannelLink] = {}
         self._activating: dict[tuple[str, int, str | None], asyncio.Future] = {}
+        self.closed = ClosedReads(self._data_dir)
+        self._following: asyncio.Task | None = None
 
     # ---------------------------------------------------------------- routes
     def _store(self, name: str, route: dict | None) -> list[Partition] | None:
@@ -204,12 +231,20 @@ class Cluster:
             return None
         offline = set(route.get("offline", ()))
         epochs = route.get("leader_epochs") or [-1] * len(route["partitions"])
+        replicas = route.get("replicas") or [None] * len(route["partitions"])
+        isrs = route.get("isr") or [None] * len(route["partitions"])
         routed = []
         for i, (h, n) in enumerate(route["partitions"]):
             local = n == self.node_id and i not in offline
             routed.append(Partition(h, n, local, self._link(h) if h is not None and local else None,
                                     activate=self._activator(name, i, local), offline=i in offline,
-                                    leader_epoch=epochs[i]))
+                                    leader_epoch=epochs[i], replicas=replicas[i], isr=isrs[i],
+                                    # a replicated partition's high watermark lives in its actor only
+                                    closed=self._closed_reader(name, i) if local and len(replicas[i] or ()) < 2
+                                    else None))
+        if self._following is None:  # hear of partitions started or hibernated by anyone
+            self._following = asyncio.ensure_future(follow_changes(self.router, self.node_id, self.partition_changed,
+                                                                   self._feed_reset))
         for p in routed:  # open the channels now, so a client's first produce or fetch doesn't wait
             if p.local and p._link is not None and p._link.client is None and not p._link.lock.locked():
                 asyncio.ensure_future(p._link.get(p.handle)).add_done_callback(ignore_outcome)
@@ -257,8 +292,35 @@ class Cluster:
                     self.router.reactivate.remote(name, index, stale_id))
                 fut.add_done_callback(lambda _f: self._activating.pop(key, None))
             handle, hibernated = await asyncio.shield(fut)
+            if local:
+                self.closed.changed(name, index)  # long-polls waiting on its files go on in the actor
             return handle, self._link(handle) if local else None, hibernated
         return activate
+
+    def _closed_reader(self, name: str, index: int) -> Callable[[Partition, str, tuple], Awaitable[Any]]:
+        def read(part: Partition, method: str, args: tuple) -> Awaitable[Any]:
+            tid = self._id_of.get(name)
+            return self.closed.call(name, index, str(tid) if tid is not None else None, part.leader_epoch, method, args)
+        return read
+
+    def _feed_reset(self) -> None:
+        """The router's feed restarted: routes and views cached until now may be stale."""
+        self._routes.clear()
+        self.closed.forget_all()
+
+    async def _data_dir(self) -> str:
+        return (await self.settings())["data_dir"]
+
+    def partition_changed(self, name: str, index: int, handle: Any) -> None:
+        """The router says a partition of this node started (``handle``) or hibernated (None)."""
+        parts = self._routes.get(name)
+        if parts is not None and 0 <= index < len(parts) and parts[index].local:
+            part = parts[index]
+            if handle is None:
+                part.handle, part._link = None, None
+            elif part.handle is None or part.handle._actor_id != handle._actor_id:
+                part.handle, part._link = handle, self._link(handle)
+        self.closed.changed(name, index)
 
     def _link(self, handle: Any) -> ChannelLink:
         key = handle._actor_id.hex()
@@ -279,9 +341,14 @@ class Cluster:
     def channel_stats(self) -> dict[str, int]:
         links = self._links.values()
         return {"channels": sum(1 for k in links if k.client is not None and not k.client.closed),
-                "channel_calls": sum(k.calls for k in links), "channel_connects": sum(k.connects for k in links)}
+                "channel_calls": sum(k.calls for k in links), "channel_connects": sum(k.connects for k in links),
+                "closed_reads": self.closed.served, "closed_read_handovers": self.closed.handed_over,
+                "closed_views": self.closed.inactive_views()}
 
     def close(self) -> None:
+        if self._following is not None:
+            self._following.cancel()
+        self.closed.forget_all()
         for link in self._links.values():
             if link.client is not None:
                 link.client.close()

@@ -106,16 +106,17 @@ async def metadata(gw: GatewayContext, conn: "Connection", header: Any, body: di
             continue
         partitions = []
         for i, p in enumerate(parts):
-            if p.offline:  # its node is gone: the one replica is offline until that node returns
-                gone = broker_id(p.node_id)
+            replicas = [broker_id(n) for n in p.replicas]
+            offline_replicas = [broker_id(n) for n in p.replicas if n not in alive or (p.offline and n == p.node_id)]
+            if p.offline:  # its node is gone: the partition waits for it (no election yet)
                 partitions.append({"error_code": codes.LEADER_NOT_AVAILABLE, "partition_index": i,
-                                   "leader_id": -1, "leader_epoch": p.leader_epoch, "replica_nodes": [gone],
-                                   "isr_nodes": [], "offline_replicas": [gone]})
+                                   "leader_id": -1, "leader_epoch": p.leader_epoch, "replica_nodes": replicas,
+                                   "isr_nodes": [], "offline_replicas": offline_replicas})
             elif p.node_id in alive:
-                leader = broker_id(p.node_id)
-                partitions.append({"error_code": codes.NONE, "partition_index": i, "leader_id": leader,
-                                   "leader_epoch": p.leader_epoch, "replica_nodes": [leader], "isr_nodes": [leader],
-                                   "offline_replicas": []})
+                partitions.append({"error_code": codes.NONE, "partition_index": i, "leader_id": broker_id(p.node_id),
+                                   "leader_epoch": p.leader_epoch, "replica_nodes": replicas,
+                                   "isr_nodes": [broker_id(n) for n in p.isr],
+                                   "offline_replicas": offline_replicas})
             else:  # no gateway on that node (yet): clients retry
                 partitions.append({"error_code": codes.LEADER_NOT_AVAILABLE, "partition_index": i,
                                    "leader_id": -1, "leader_epoch": p.leader_epoch, "replica_nodes": [],

@@ -19,7 +19,9 @@ are retried one by one so each gets its own error.
 ``acks=all`` (-1) goes to the actor's ``append_durable``, answered only once the
 batches are fsynced (a group commit shared with concurrent appends); ``acks``
 0 and 1 go to ``append``, answered once the batches are in the log. A merged
-append is durable if any of its requests asked for it.
+append is durable if any of its requests asked for it. A partition that has not
+taken a request's batch within the request's ``timeout_ms`` is answered
+REQUEST_TIMED_OUT, as Kafka does, so no client waits on a slow activation forever.
 """
 from __future__ import annotations
 
@@ -165,6 +167,24 @@ async def _done(result: dict) -> dict:
     return result
 
 
+async def _within(wait: Any, timeout_ms: int, name: str, index: int) -> dict:
+    """The append's answer, or REQUEST_TIMED_OUT once the request's ``timeout_ms`` has passed.
+
+    A client must get an answer even when the partition cannot take the batch in time
+    (its actor is still starting on a loaded node, say): Kafka answers REQUEST_TIMED_OUT,
+    a retriable error, and so does this. The append itself goes on, as in Kafka, where a
+    timed-out request may still have been written: an idempotent producer's retry is
+    de-duplicated.
+    """
+    if timeout_ms <= 0:
+        return await wait
+    try:
+        return await asyncio.wait_for(asyncio.shield(wait), timeout_ms / 1000)
+    except asyncio.TimeoutError:
+        return _result(index, codes.REQUEST_TIMED_OUT,
+                       f"{name}-{index} did not take the batch within the request's timeout_ms={timeout_ms}")
+
+
 async def produce(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict | None:
     version = header.api_version
     by_id = version >= 13
@@ -177,6 +197,7 @@ async def produce(gw: GatewayContext, conn: "Connection", header: Any, body: dic
     # point before the next one runs (no await above for name-addressed requests), so
     # enqueueing here keeps the connection's order; topic-id requests resolve names
     # first, and a connection uses one addressing mode throughout.
+    timeout_ms = body.get("timeout_ms", 0) if acks != 0 else 0  # acks=0 gets no answer to time
     waits: list[tuple[int, Any]] = []
     out_topics = []
     for slot, t in enumerate(topics):
@@ -197,7 +218,8 @@ async def produce(gw: GatewayContext, conn: "Connection", header: Any, body: dic
                                                   "message format v0/v1 is not supported; use record batches"))))
             else:
                 key = (t.get("topic_id") if by_id else name, index)
-                waits.append((slot, _enqueue(gw, conn, key, name, index, data, acks == -1)))
+                waits.append((slot, _within(_enqueue(gw, conn, key, name, index, data, acks == -1),
+                                            timeout_ms, name, index)))
     results = await asyncio.gather(*(w for _, w in waits))
     for (slot, _), r in zip(waits, results):
         out_topics[slot]["partition_responses"].append(r)

@@ -19,7 +19,7 @@ from logan_ray.security import acl
 
 from .access import access
 from .backend import current
-from .body import parse, read_body
+from .body import documented_body, parse, read_body
 from .encoding import headers_to_bytes, to_bytes
 from .models import PublishRequest, PublishResponse
 
@@ -28,8 +28,7 @@ TIMEOUT_S = 30.0
 
 
 @router.post("/publish", summary="Publish records", responses={200: {"model": PublishResponse}},
-             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                 "schema": PublishRequest.model_json_schema(ref_template="#/components/schemas/{model}")}}}})
+             openapi_extra=documented_body(PublishRequest))
 async def publish(request: Request) -> Response:
     backend = current()
     req = parse(PublishRequest, await read_body(request, backend.max_body_bytes))

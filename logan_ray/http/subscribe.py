@@ -22,7 +22,7 @@ from logan_ray.security import acl
 
 from .access import Access, access
 from .backend import current
-from .body import parse, read_body
+from .body import documented_body, parse, read_body
 from .errors import error_body
 from .models import Encoding, Position, SubscribeRequest, SubscribeResponse
 from .reading import call, fetch, start_offset
@@ -33,8 +33,7 @@ STREAM_POLL_MS = 500
 
 @router.post("/subscribe", summary="Read records from a position (long-poll)",
              responses={200: {"model": SubscribeResponse}},
-             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {
-                 "schema": SubscribeRequest.model_json_schema(ref_template="#/components/schemas/{model}")}}}})
+             openapi_extra=documented_body(SubscribeRequest))
 async def subscribe(request: Request) -> Response:
     backend = current()
     req = parse(SubscribeRequest, await read_body(request, backend.max_body_bytes))

@@ -14,7 +14,8 @@ import uuid
 from struct import Struct as _Packer, pack as _pack, unpack_from as _unpack_from
 from typing import Any, Callable, Sequence
 
-from logan_ray.storage.varint import encode_uvarint
+from logan_ray.storage.errors import CorruptRecordError
+from logan_ray.storage.varint import decode_uvarint, encode_uvarint
 
 from .exceptions import ProtocolDecodeError, ProtocolEncodeError
 from .schema import (
@@ -75,21 +76,11 @@ class Out(bytearray):
 
 
 def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    b = buf[pos]
-    if b < 0x80:
-        return b, pos + 1
-    result = b & 0x7F
-    shift = 7
-    pos += 1
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise ProtocolDecodeError("unsigned varint longer than 5 bytes")
+    """Kafka unsigned varint (compact lengths, tags); the storage codec's decoder does the work."""
+    try:
+        return decode_uvarint(buf, pos)
+    except CorruptRecordError as e:
+        raise ProtocolDecodeError(str(e)) from None
 
 
 def uvarint_bytes(n: int) -> bytes:

@@ -313,6 +313,7 @@ def test_consumer_offsets_is_internal_in_metadata(client, gateway, topic_name):
 # ---------------------------------------------------------------- produce
 def test_produce_errors(client, gateway, topic_name):
     client.create_topic(topic_name, 1, {"max.message.bytes": "2000"})
+    client.create_topic(topic_name + "-min2", 1, {"min.insync.replicas": "2"})
 
     def code(w: Wire, topic: str, partition: int, records: bytes | None, acks: int = 1) -> int:
         body = w.call(PRODUCE, 9, produce_body(topic, partition, records, acks))
@@ -329,7 +330,12 @@ def test_produce_errors(client, gateway, topic_name):
         assert code(w, topic_name, 0, build_batch([b"z" * 5000])) == codes.MESSAGE_TOO_LARGE
         assert code(w, topic_name, 0, b"") == codes.INVALID_RECORD
         assert code(w, topic_name, 0, good, acks=2) == codes.INVALID_REQUIRED_ACKS
-    assert client.partition_offsets(topic_name)[0] == (0, 1)
+        # One in-sync replica, min.insync.replicas=2: acks=all is refused before the append, acks=1 is not.
+        assert code(w, topic_name + "-min2", 0, good, acks=-1) == codes.NOT_ENOUGH_REPLICAS
+        assert code(w, topic_name + "-min2", 0, good, acks=1) == 0
+        assert code(w, topic_name, 0, good, acks=-1) == 0
+    assert client.partition_offsets(topic_name)[0] == (0, 2)
+    assert client.partition_offsets(topic_name + "-min2")[0] == (0, 1)
 
 
 def test_produce_acks_zero_sends_no_response(client, gateway, topic_name):
@@ -386,6 +392,9 @@ def test_create_topics_errors(client, gateway, topic_name):
         assert code(name="bad/name") == codes.INVALID_TOPIC_EXCEPTION
         assert code(name=topic_name + "-x", partitions=0) == codes.INVALID_PARTITIONS
         assert code(name=topic_name + "-x", replication=3) == codes.INVALID_REPLICATION_FACTOR
+        refused = w.call(CREATE_TOPICS, 7, create_topics_body(name=topic_name + "-x", replication=2))["topics"][0]
+        assert refused["error_message"] == "Replication factor: 2 larger than available brokers: 1."
+        assert code(name=topic_name + "-x", replication=0) == codes.INVALID_REPLICATION_FACTOR
         assert code(name=topic_name + "-x", configs={"no.such.config": "1"}) == codes.INVALID_CONFIG
         assert code(name=topic_name + "-x", configs={"retention.ms": "soon"}) == codes.INVALID_CONFIG
     assert len(client.partitions(topic_name)) == 2

@@ -1,0 +1,83 @@
+"""The leader's view of its followers: fetch positions, high watermark, ISR shrink and expansion.
+
+Kafka's rules (``Partition.scala``, KIP-841 aside), as pure bookkeeping the
+partition actor drives; the actor persists every ISR change through the
+controller (the router) *before* it takes effect, so this class only proposes:
+
+* A follower's fetch offset is its log end offset (LEO): it has every record
+  below it. Fetching at or past the leader's LEO as it was at the fetch marks
+  the follower caught up now (``lastCaughtUpTimeMs``).
+* High watermark = the smallest LEO over the ISR (the leader included), and it
+  never moves back while this leader leads. A restarted leader does not know
+  its followers' positions yet: they count at the HW it starts with (Kafka
+  reads it from its ``replication-offset-checkpoint``; here the caller passes
+  the log start while followers are in the ISR, the log end when the ISR is the
+  leader alone, so consumers never see records not yet on every ISR member).
+* Shrink: a follower in the ISR not caught up for ``replica.lag.time.max.ms``
+  leaves it. Expand: a follower outside whose LEO reached the high watermark
+  (and the current epoch's start offset) joins it.
+"""
+from __future__ import annotations
+
+from typing import Iterable
+
+DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000  # Kafka's replica.lag.time.max.ms
+
+
+class FollowerStates:
+    def __init__(self, leader: str, replicas: Iterable[str], isr: Iterable[str], *, high_watermark: int,
+                 epoch_start_offset: int, now_ms: int, lag_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS) -> None:
+        self.leader = leader
+        self.replicas = list(replicas)
+        self.isr = [n for n in isr]
+        self.lag_max_ms = lag_max_ms
+        self.epoch_start_offset = epoch_start_offset
+        self.high_watermark = high_watermark
+        followers = [n for n in self.replicas if n != leader]
+        self.leo = {n: high_watermark if n in self.isr else -1 for n in followers}
+        self.caught_up_ms = {n: now_ms for n in followers}
+
+    @property
+    def followers(self) -> list[str]:
+        return list(self.leo)
+
+    def fetched(self, node: str, fetch_offset: int, leader_leo: int, now_ms: int) -> bool:
+        """A follower fetched at ``fetch_offset``; True when the high watermark moved."""
+        if node not in self.leo:
+            raise KeyError(f"{node} is not a follower of this partition")
+        self.leo[node] = fetch_offset
+        if fetch_offset >= leader_leo:
+            self.caught_up_ms[node] = now_ms
+        return self.advance(leader_leo)
+
+    def advance(self, leader_leo: int) -> bool:
+        """Recompute the high watermark from the ISR's LEOs; it only moves forward."""
+        hw = leader_leo
+        for n in self.isr:
+            if n != self.leader:
+                hw = min(hw, self.leo.get(n, -1))
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            return True
+        return False
+
+    def to_shrink(self, now_ms: int) -> list[str] | None:
+        """The ISR without followers lagging over ``replica.lag.time.max.ms``; None when nobody lags."""
+        lagging = [n for n in self.isr if n != self.leader and now_ms - self.caught_up_ms.get(n, now_ms) > self.lag_max_ms]
+        if not lagging:
+            return None
+        return [n for n in self.isr if n not in lagging]
+
+    def to_expand(self, node: str) -> list[str] | None:
+        """The ISR with ``node`` added if it has caught up (LEO >= HW and >= the epoch's start); else None."""
+        if node in self.isr or node not in self.leo:
+            return None
+        leo = self.leo[node]
+        if leo >= self.high_watermark and leo >= self.epoch_start_offset:
+            return [*self.isr, node]
+        return None
+
+    def set_isr(self, isr: Iterable[str], leader_leo: int) -> None:
+        """Adopt an ISR the controller has persisted."""
+        self.isr = list(isr)
+        self.advance(leader_leo)

@@ -1,0 +1,119 @@
+"""A replicated partition's leader side, inside its partition actor.
+
+Only partitions with more than one replica have one (with one replica the
+high watermark is the log end and nothing here runs, so that path is as
+before). It keeps :class:`~.isr.FollowerStates` up to date from the followers'
+fetches (:meth:`follower_fetched`), answers what the high watermark is, lets
+``acks=all`` wait for it (:meth:`wait_replicated`), and changes the ISR:
+expansion when a follower caught up, shrinking on a timer every half
+``replica.lag.time.max.ms`` (as Kafka's ``isr-expiration`` task). Every change
+is persisted by the controller (the router's ``alter_isr``, which refuses a
+leader of an older epoch) before it takes effect here.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+from logan_ray.common.errors import NotEnoughReplicasAfterAppendError
+
+from .isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS, FollowerStates
+
+log = logging.getLogger(__name__)
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class LeaderReplication:
+    def __init__(self, name: str, router: Any, topic: str, partition: int, leader: str, replicas: list[str],
+                 isr: list[str], *, log_start: int, log_end: Callable[[], int], epoch: int,
+                 lag_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS) -> None:
+        self.name = name
+        self._log_end = log_end
+        self._router = router
+        self._topic, self._partition, self._epoch = topic, partition, epoch
+        alone = [n for n in isr if n != leader] == []
+        self.states = FollowerStates(leader, replicas, isr or [leader], high_watermark=log_end() if alone else log_start,
+                                     epoch_start_offset=log_end(), now_ms=_now_ms(), lag_max_ms=lag_max_ms)
+        self._moved = asyncio.Event()
+        self._altering = False
+        self._task: asyncio.Task | None = None
+
+    @property
+    def high_watermark(self) -> int:
+        return self.states.high_watermark
+
+    @property
+    def isr_size(self) -> int:
+        return len(self.states.isr)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._expire_loop())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    def appended(self, log_end: int) -> None:
+        """The leader's log grew: with the leader alone in sync, the high watermark follows it."""
+        if self.states.advance(log_end):
+            self._wake()
+
+    async def follower_fetched(self, node: str, fetch_offset: int) -> int:
+        """A follower's fetch position (its log end); returns the high watermark."""
+        if self.states.fetched(node, fetch_offset, self._log_end(), _now_ms()):
+            self._wake()
+        grown = self.states.to_expand(node)
+        if grown is not None:
+            await self._alter(grown)
+        return self.states.high_watermark
+
+    async def wait_replicated(self, end: int, min_isr: int) -> None:
+        """``acks=all``: return once the high watermark reaches ``end``.
+
+        Raises NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrinks below
+        ``min.insync.replicas`` while waiting (the record is in the leader's
+        log but may not survive it). The gateway bounds the wait by the
+        request's timeout.
+        """
+        while self.states.high_watermark < end:
+            if len(self.states.isr) < min_isr:
+                raise NotEnoughReplicasAfterAppendError(
+                    f"{self.name}: the ISR shrank to {len(self.states.isr)} replicas, below "
+                    f"min.insync.replicas={min_isr}, before offset {end - 1} was replicated")
+            self.states.advance(self._log_end())
+            if self.states.high_watermark >= end:
+                break
+            await self._moved.wait()
+
+    def _wake(self) -> None:
+        self._moved.set()
+        self._moved = asyncio.Event()
+
+    async def _alter(self, isr: list[str]) -> None:
+        if self._altering:
+            return
+        self._altering = True
+        try:
+            stored = await self._router.alter_isr.remote(self._topic, self._partition, self._epoch, isr)
+            before = self.states.isr
+            self.states.set_isr(stored, self._log_end())
+            log.info("%s: ISR %s -> %s", self.name, before, stored)
+            self._wake()
+        except Exception as e:  # the controller refused (a newer leader exists) or is away: keep the old ISR
+            log.warning("%s: ISR change to %s not made: %s", self.name, isr, e)
+        finally:
+            self._altering = False
+
+    async def _expire_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.states.lag_max_ms / 2000.0)
+            smaller = self.states.to_shrink(_now_ms())
+            if smaller is not None:
+                await self._alter(smaller)

@@ -1,0 +1,96 @@
+"""Where a partition's replicas live: the controller's rules for ``replication.factor``.
+
+Kafka's rules, applied to Ray nodes (a node is a broker): a partition has
+``replication.factor`` replicas on distinct nodes, the first being the leader;
+a factor below 1 (other than -1, "the broker's ``default.replication.factor``")
+or above the number of alive nodes is refused with INVALID_REPLICATION_FACTOR,
+with Kafka's own messages. Followers go to the nodes holding the fewest
+replicas so far, so replicas spread as the leaders do.
+
+With one replica nothing is recorded beyond the leader's placement: the
+metadata of a replication factor 1 topic is exactly what it was before
+replication existed. Pure functions, no Ray: the router calls them under its lock.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from logan_ray.common.errors import InvalidReplicationFactorError
+
+MAX_REPLICATION_FACTOR = 32767  # an INT16 on the wire
+
+
+def resolve_factor(requested: int | None, default: int, alive_nodes: int) -> int:
+    """The replication factor a new topic gets, or InvalidReplicationFactorError as Kafka words it."""
+    factor = default if requested in (None, -1) else requested
+    if not isinstance(factor, int) or factor < 1 or factor > MAX_REPLICATION_FACTOR:
+        raise InvalidReplicationFactorError(
+            "Replication factor must be larger than 0, or -1 to use the default value.")
+    if factor > alive_nodes:
+        raise InvalidReplicationFactorError(
+            f"Replication factor: {factor} larger than available brokers: {alive_nodes}.")
+    return factor
+
+
+def replica_load(topics: Iterable[dict[str, Any]], alive: dict[str, str]) -> dict[str, int]:
+    """Replicas (leaders and followers) each alive node holds now."""
+    load = {node: 0 for node in alive}
+    for t in topics:
+        leaders = t.get("leaders", {})
+        for p, place in t.get("placement", {}).items():
+            nodes = [r["node_id"] for r in leaders.get(p, {}).get("replicas", ())] or [place.get("node_id")]
+            for node in nodes:
+                if node in load:
+                    load[node] += 1
+    return load
+
+
+def choose_followers(leader: dict[str, str], factor: int, alive: dict[str, str],
+                     load: dict[str, int]) -> list[dict[str, str]]:
+    """``factor - 1`` alive nodes other than the leader's, fewest replicas first (then node order).
+
+    ``load`` is updated, so placing several partitions in a row spreads them.
+    """
+    others = sorted((n for n in alive if n != leader["node_id"]), key=lambda n: (load.get(n, 0), n))
+    if len(others) < factor - 1:
+        raise InvalidReplicationFactorError(
+            f"Replication factor: {factor} larger than available brokers: {len(others) + 1}.")
+    chosen = others[:factor - 1]
+    for n in chosen:
+        load[n] = load.get(n, 0) + 1
+    return [{"node_id": n, "node_ip": alive[n]} for n in chosen]
+
+
+def assign_replicas(leader_record: dict[str, Any], leader: dict[str, str], factor: int, alive: dict[str, str],
+                    load: dict[str, int]) -> None:
+    """Record a new partition's replicas (leader first) and its first ISR in ``leader_record``.
+
+    The ISR starts with the leader alone: a follower joins it once it has fetched
+    up to the high watermark (Kafka's expansion rule), so no replica is counted
+    in sync before it holds the data.
+    """
+    if factor <= 1:
+        return
+    followers = choose_followers(leader, factor, alive, load)
+    leader_record["replicas"] = [dict(leader), *followers]
+    leader_record["isr"] = [leader["node_id"]]
+
+
+def replicas_of(t: dict[str, Any], partition: int) -> list[str]:
+    """Node ids of a partition's replicas, leader first."""
+    rec = t.get("leaders", {}).get(str(partition), {})
+    if rec.get("replicas"):
+        return [r["node_id"] for r in rec["replicas"]]
+    return [t["placement"][str(partition)]["node_id"]]
+
+
+def isr_of(t: dict[str, Any], partition: int) -> list[str]:
+    """Node ids of a partition's in-sync replicas (the leader alone for one replica)."""
+    rec = t.get("leaders", {}).get(str(partition), {})
+    if rec.get("isr"):
+        return list(rec["isr"])
+    return [t["placement"][str(partition)]["node_id"]]
+
+
+def replication_factor(t: dict[str, Any]) -> int:
+    return int(t.get("replication_factor", 1))

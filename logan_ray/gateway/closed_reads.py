@@ -1,0 +1,187 @@
+"""Reads of inactive partitions served from their closed files: a fetch does not wake a partition.
+
+Why: consumers poll every assigned partition continuously. If a Fetch or ListOffsets
+started the partition's actor, no partition with a reader would ever hibernate, and a
+node would hold a process per partition again. So the gateway on a partition's node
+answers the read methods of an inactive partition itself, from the folder's
+:class:`~logan_ray.storage.closed_log.ClosedLog` view (the storage layer's own
+locate and timestamp code, read-only), with the same answers the actor would give;
+Fetch still sends the file ranges with ``sendfile``.
+
+Long-polls wait here, on the partition's wake-up event, without a process. The first
+append starts the actor (through the router); the router's change feed
+(``actors/partition_feed.py``), or this gateway's own activation, sets the event, and the
+waiting call goes on in the actor with what is left of its wait: the actor's answer
+starts at the offset the consumer asked for, so nothing is lost or repeated.
+
+A view is valid while the clean-shutdown marker it was opened with is there
+(``ClosedLog.current``); the actor's open removes it first. Anything else (a folder not
+closed cleanly, of another topic id, or no folder yet) raises :class:`NeedsActor` and
+the caller starts the partition as before.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections import OrderedDict
+from typing import Any, Callable
+
+from logan_ray.storage.closed_log import ClosedLog
+from logan_ray.storage.leader_epochs import fence
+from logan_ray.storage.partition_dir import read_topic_id
+
+#: Partition actor methods this module answers for an inactive partition (the gateway's reads).
+CLOSED_METHODS = frozenset({"locate", "wait_for_data", "offsets", "list_offset", "offset_for_timestamp",
+                            "max_timestamp_offset", "end_offset_for_epoch", "leader_epoch"})
+log = logging.getLogger("logan_ray.gateway")
+
+MAX_VIEWS = 512  # open views kept (each holds one descriptor per segment)
+
+
+class NeedsActor(Exception):
+    """The partition must be served by its actor (not closed cleanly, or it woke up); ``args`` are the
+    call's arguments to use there (a long-poll's wait shortened by the time already spent)."""
+
+    def __init__(self, args: tuple) -> None:
+        super().__init__("partition is active")
+        self.call_args = args
+
+
+class ClosedReads:
+    """Per gateway: views of its node's inactive partitions, and the long-polls waiting on them."""
+
+    def __init__(self, data_dir: Callable[[], Any]) -> None:
+        self._data_dir = data_dir  # async () -> the broker's data dir (from the router's settings)
+        self._views: OrderedDict[tuple[str, int], ClosedLog] = OrderedDict()
+        self._wakers: dict[tuple[str, int], asyncio.Event] = {}
+        self.served = 0  # calls answered from files
+        self.handed_over = 0  # long-polls that went on in a woken actor
+
+    # ------------------------------------------------------------------ state
+    def changed(self, topic: str, partition: int) -> None:
+        """The partition became active (or changed state): drop its view, wake its long-polls."""
+        view = self._views.pop((topic, partition), None)
+        if view is not None:
+            view.close()
+        event = self._wakers.pop((topic, partition), None)
+        if event is not None:
+            event.set()
+
+    def forget_all(self) -> None:
+        for key in list(self._views):
+            self.changed(*key)
+        for key in list(self._wakers):
+            self.changed(*key)
+
+    def inactive_views(self) -> int:
+        return len(self._views)
+
+    async def _view(self, topic: str, partition: int, topic_id: str | None) -> ClosedLog:
+        key = (topic, partition)
+        view = self._views.get(key)
+        if view is not None:
+            if view.current():
+                self._views.move_to_end(key)
+                return view
+            self.changed(topic, partition)
+        directory = os.path.join(await self._data_dir(), f"{topic}-{partition}")
+        if topic_id is not None and read_topic_id(directory) not in (topic_id,):
+            raise NeedsActor(())  # no folder yet (never started on this node), or an earlier topic's
+        view = await asyncio.to_thread(ClosedLog.open, directory)
+        if view is None:
+            raise NeedsActor(())
+        self._views[key] = view
+        while len(self._views) > MAX_VIEWS:
+            self._views.popitem(last=False)[1].close()
+        return view
+
+    # ------------------------------------------------------------------ calls
+    async def call(self, topic: str, partition: int, topic_id: str | None, leader_epoch: int, method: str,
+                   args: tuple) -> Any:
+        """Answer ``method(*args)`` as the partition actor would; NeedsActor when its actor must."""
+        view = await self._view(topic, partition, topic_id)
+        epoch = view.leader_epochs.latest_epoch if view.leader_epochs.latest_epoch >= 0 else leader_epoch
+        self.served += 1
+        if method == "locate":
+            return await self._locate(view, topic, partition, epoch, *args)
+        if method == "wait_for_data":
+            offset, max_wait_ms = args
+            if view.log_end_offset <= offset and max_wait_ms > 0:
+                await self._wait(view, topic, partition, max_wait_ms, lambda left: (offset, left))
+            return view.log_end_offset
+        if method == "offsets":
+            return view.log_start_offset, view.log_end_offset
+        if method == "leader_epoch":
+            return epoch
+        if method == "list_offset":
+            timestamp, current = (*args, -1)[:2]
+            fence(f"{topic}-{partition}", current, epoch)
+            found = view.offset_for_timestamp(timestamp)
+            return None if found is None else (found[0], found[1], view.epoch_for_offset(found[0]))
+        if method == "offset_for_timestamp":
+            return view.offset_for_timestamp(args[0])
+        if method == "max_timestamp_offset":
+            return view.offset_for_timestamp(-3)
+        if method == "end_offset_for_epoch":
+            requested, current = (*args, -1)[:2]
+            fence(f"{topic}-{partition}", current, epoch)
+            return view.end_offset_for_epoch(requested)
+        raise NeedsActor(args)
+
+    async def _locate(self, view: ClosedLog, topic: str, partition: int, epoch: int, offset: int, max_bytes: int,
+                      max_wait_ms: int = 0, min_bytes: int = 1, max_offset: int | None = None,
+                      current_leader_epoch: int = -1):
+        fence(f"{topic}-{partition}", current_leader_epoch, epoch)
+        slices = view.locate(offset, max_bytes, max_offset=max_offset)
+        if max_wait_ms > 0 and sum(s.length for s in slices) < min_bytes:
+            # a closed log does not grow: wait for the partition to wake, then ask its actor
+            await self._wait(view, topic, partition, max_wait_ms,
+                             lambda left: (offset, max_bytes, left, min_bytes, max_offset, current_leader_epoch))
+        return [tuple(s) for s in slices], view.log_end_offset, view.log_start_offset
+
+    async def _wait(self, view: ClosedLog, topic: str, partition: int, max_wait_ms: int,
+                    remaining_args: Callable[[int], tuple]) -> None:
+        """Until the partition wakes (NeedsActor with the wait that is left) or the wait is over."""
+        deadline = time.monotonic() + max_wait_ms / 1000.0
+        event = self._wakers.get((topic, partition))
+        if event is None:
+            event = self._wakers[(topic, partition)] = asyncio.Event()
+        try:
+            await asyncio.wait_for(event.wait(), max_wait_ms / 1000.0)
+        except asyncio.TimeoutError:
+            pass
+        if event.is_set() or not view.current():
+            self.handed_over += 1
+            raise NeedsActor(remaining_args(max(0, int((deadline - time.monotonic()) * 1000))))
+
+
+
+FOLLOW_WAIT_S = 30.0  # one router call waits this long for a change
+
+
+async def follow_changes(router: Any, node_id: str, changed: Callable[[str, int, Any], None],
+                         reset: Callable[[], None]) -> None:
+    """Keep one call waiting at the router's partition feed and apply each change as it comes
+    (``changed(topic, partition, handle or None)``); ``reset()`` when the feed cannot say what was
+    missed (a restarted router). Runs for the gateway's lifetime."""
+    feed_id: str | None = None
+    since = 0
+    while True:
+        try:
+            new_id, seq, events = await router.partition_changes.remote(node_id, feed_id, since, FOLLOW_WAIT_S)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # the router is restarting: ask again shortly
+            log.info("gateway: partition feed unavailable (%s); retrying", e)
+            await asyncio.sleep(1.0)
+            continue
+        if events is None:
+            if feed_id is not None:
+                reset()
+            feed_id, since = new_id, seq
+            continue
+        since = seq
+        for topic, partition, handle in events:
+            changed(topic, partition, handle)

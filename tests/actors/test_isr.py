@@ -1,0 +1,47 @@
+"""The leader's follower bookkeeping (actors/isr.py): high watermark, ISR shrink and expansion, Kafka's rules."""
+from __future__ import annotations
+
+from logan_ray.actors.isr import FollowerStates
+
+
+def states(isr=("L", "F1", "F2"), hw=0, now=0) -> FollowerStates:
+    return FollowerStates("L", ["L", "F1", "F2"], isr, high_watermark=hw, epoch_start_offset=0, now_ms=now,
+                          lag_max_ms=30_000)
+
+
+def test_high_watermark_is_the_smallest_isr_log_end_and_never_moves_back():
+    s = states()
+    assert not s.fetched("F1", 10, leader_leo=10, now_ms=1)  # F2 still at 0
+    assert s.high_watermark == 0
+    assert s.fetched("F2", 7, leader_leo=10, now_ms=1) and s.high_watermark == 7
+    assert s.fetched("F2", 10, leader_leo=12, now_ms=2) and s.high_watermark == 10  # F1 holds it at 10
+    assert not s.fetched("F1", 5, leader_leo=12, now_ms=3)  # a follower that truncated: HW stays
+    assert s.high_watermark == 10
+
+
+def test_with_the_leader_alone_in_sync_the_high_watermark_is_the_log_end():
+    s = states(isr=("L",))
+    assert s.advance(42) and s.high_watermark == 42
+    s.fetched("F1", 3, leader_leo=42, now_ms=1)  # an out-of-sync follower does not hold it back
+    assert s.high_watermark == 42
+
+
+def test_a_follower_not_caught_up_for_lag_time_max_leaves_the_isr():
+    s = states(now=0)
+    s.fetched("F1", 10, leader_leo=10, now_ms=20_000)  # caught up at 20 s
+    s.fetched("F2", 4, leader_leo=10, now_ms=20_000)  # fetching, but behind since 0
+    assert s.to_shrink(29_000) is None
+    assert s.to_shrink(31_000) == ["L", "F1"]
+    s.set_isr(["L", "F1"], leader_leo=10)
+    assert s.high_watermark == 10  # F2 no longer holds it back
+    assert s.to_shrink(50_001) == ["L"]  # F1 silent since 20 s
+
+
+def test_a_follower_joins_once_it_reaches_the_high_watermark():
+    s = states(isr=("L",), hw=0)
+    s.advance(10)
+    s.fetched("F1", 6, leader_leo=10, now_ms=1)
+    assert s.to_expand("F1") is None
+    s.fetched("F1", 10, leader_leo=10, now_ms=2)
+    assert s.to_expand("F1") == ["L", "F1"]
+    assert s.to_expand("L") is None and s.to_expand("nobody") is None

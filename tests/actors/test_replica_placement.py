@@ -1,0 +1,43 @@
+"""Replica placement rules (actors/replica_placement.py): distinct nodes, Kafka's refusals, spreading."""
+from __future__ import annotations
+
+import pytest
+
+from logan_ray.actors import replica_placement as rp
+from logan_ray.common.errors import InvalidReplicationFactorError
+
+ALIVE = {"n1": "10.0.0.1", "n2": "10.0.0.2", "n3": "10.0.0.3", "n4": "10.0.0.4"}
+
+
+def test_factor_defaults_and_kafkas_refusals():
+    assert rp.resolve_factor(-1, 1, 3) == 1
+    assert rp.resolve_factor(None, 3, 3) == 3
+    assert rp.resolve_factor(2, 1, 3) == 2
+    with pytest.raises(InvalidReplicationFactorError, match=r"^Replication factor: 4 larger than available brokers: 3\.$"):
+        rp.resolve_factor(4, 1, 3)
+    with pytest.raises(InvalidReplicationFactorError, match="larger than 0, or -1"):
+        rp.resolve_factor(0, 1, 3)
+    with pytest.raises(InvalidReplicationFactorError):
+        rp.resolve_factor(-1, 2, 1)  # the default itself needs the nodes
+
+
+def test_replicas_go_to_distinct_nodes_leader_first_and_spread():
+    t = {"placement": {}, "leaders": {}}
+    load = rp.replica_load([t], ALIVE)
+    for p, leader in enumerate(("n1", "n2", "n3", "n4")):
+        t["placement"][str(p)] = {"node_id": leader, "node_ip": ALIVE[leader]}
+        load[leader] += 1
+        rec = t["leaders"].setdefault(str(p), {"epoch": 0, "incarnation": None})
+        rp.assign_replicas(rec, t["placement"][str(p)], 3, ALIVE, load)
+        nodes = rp.replicas_of(t, p)
+        assert nodes[0] == leader and len(set(nodes)) == 3
+        assert rp.isr_of(t, p) == [leader]  # followers join once they have caught up
+    assert rp.replica_load([t], ALIVE) == {"n1": 3, "n2": 3, "n3": 3, "n4": 3}  # 12 replicas, 3 each
+
+
+def test_one_replica_records_nothing_new():
+    t = {"placement": {"0": {"node_id": "n1", "node_ip": "10.0.0.1"}}, "leaders": {}}
+    rec = {"epoch": 0, "incarnation": None}
+    rp.assign_replicas(rec, t["placement"]["0"], 1, ALIVE, {})
+    assert rec == {"epoch": 0, "incarnation": None}
+    assert rp.replicas_of(t, 0) == rp.isr_of(t, 0) == ["n1"] and rp.replication_factor(t) == 1
