@@ -17,6 +17,12 @@ first use) or turned off (``LOGAN_RAY_LOCAL_PATH=0``) gets ``None``: the caller
 makes the Ray call instead. A channel that closes (the actor restarted) fails its
 calls with ``ChannelClosedError``, which callers treat like a dead actor: retry,
 which opens the new actor's channel.
+
+Consumers go one step further (``reads_files``, on unless ``LOGAN_RAY_LOCAL_READS=0``):
+they ask the channel only *where* the batches are (``locate``, as the gateway does before
+``sendfile``) and ``pread`` the segment files themselves, as Ray Data's read tasks do
+(``storage/slice_reader.py``); a located file that is gone by then (retention,
+compaction) makes that partition's next fetch ask for the bytes instead.
 """
 from __future__ import annotations
 
