@@ -22,3 +22,8 @@ def actor_name(topic: str, partition: int) -> str:
 def cleaner_name(node_id: str) -> str:
     """The log cleaner of a node (one per node: it reads that node's segment files)."""
     return f"cleaner-{node_id}"
+
+
+def broker_id(node_id: str) -> int:
+    """Kafka broker id of a Ray node: the first 28 bits of its id (stable, non-negative int32)."""
+    return int(node_id[:7], 16)

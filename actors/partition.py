@@ -13,6 +13,7 @@ import logging
 import os
 import time
 import uuid
+from collections import OrderedDict
 from typing import Any, Awaitable, Callable, TypeVar
 
 import ray
@@ -25,6 +26,7 @@ from logan_ray.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from logan_ray.storage.leader_epochs import CHECKPOINT_FILE, fence, read_checkpoint_file
 from logan_ray.storage.log import PartitionLog
 from logan_ray.storage.partition_dir import claim, mark_for_deletion, remove_marked
+from logan_ray.storage.recovery import CLEAN_SHUTDOWN_FILE
 from logan_ray.storage.producer_state import DEFAULT_EXPIRATION_MS, OutOfOrderSequenceError
 
 from .channel import ChannelServer, serve_channel
@@ -38,6 +40,7 @@ from .topic_names import is_internal, refuse_internal
 log = logging.getLogger("logan_ray.partition")
 
 SEQUENCE_WAIT_S = 5.0  # how long a batch that arrived early waits for its predecessor
+EXPIRED_IDS_KEPT = 10_000  # producer ids this actor expired, whose next batch needs no wait
 
 
 CONFIG_LOAD_TIMEOUT_S = 120.0  # a restarting router answers once it has re-read its metadata
@@ -121,10 +124,12 @@ def open_partition(router_name: str, topic: str, partition: int, topic_id: str, 
     """{"config", "leader_epoch"} for this start of the actor, from the router's durable metadata.
 
     As :func:`load_topic_config`, and the router saves this incarnation's leader epoch
-    before answering (the same ``incarnation`` asked again gets the same epoch).
+    before answering (the same ``incarnation`` asked again gets the same epoch). A folder
+    closed cleanly (hibernation, a clean shutdown) keeps its epoch: see the router.
     """
+    clean = os.path.exists(os.path.join(directory, CLEAN_SHUTDOWN_FILE))  # hibernated: the same leader wakes
     return ray.get(_router(router_name).open_partition.remote(
-        topic, partition, topic_id, incarnation, newest_local_epoch(directory)), timeout=CONFIG_LOAD_TIMEOUT_S)
+        topic, partition, topic_id, incarnation, newest_local_epoch(directory), clean), timeout=CONFIG_LOAD_TIMEOUT_S)
 
 
 class PartitionActor:
@@ -160,10 +165,14 @@ class PartitionActor:
         if stale is not None:
             log.warning("partition %s-%d: removed the folder of an earlier topic %s of the same name", topic,
                         partition, stale)
-        # The log loads idempotent-producer state from its newest snapshot plus the batches after it.
-        self._producer_id_expiration_ms = producer_id_expiration_ms
+        # The log loads idempotent-producer state from its newest snapshot plus the batches after it;
+        # the broker's producer.id.expiration.* come with the config (dynamic: they may have changed).
+        self._producer_id_expiration_ms = opened.get("producer_id_expiration_ms", producer_id_expiration_ms)
+        self._expiration_check_s = opened.get("producer_id_expiration_check_interval_ms", 600_000) / 1000.0
+        self._expiry: asyncio.Task | None = None
+        self._expired: OrderedDict[int, None] = OrderedDict()  # producers forgotten here while this actor ran
         self._log = PartitionLog(directory, TopicConfig.from_dict(config),
-                                 producer_id_expiration_ms=producer_id_expiration_ms)
+                                 producer_id_expiration_ms=self._producer_id_expiration_ms)
         self._leader_epoch = opened["leader_epoch"]
         self._isr_size = len(opened.get("isr") or ()) or 1  # replicas in sync (the leader alone with one replica)
         self._log.start_leader_epoch(self._leader_epoch)
@@ -247,6 +256,8 @@ class PartitionActor:
             except OutOfOrderSequenceError as e:
                 if not e.ahead:
                     raise
+                if e.unknown_producer and h.producer_id in self._expired:
+                    return None  # expired here: no earlier batch of it can still be on its way
                 if time.monotonic() >= deadline:
                     if e.unknown_producer:
                         return None  # its earlier batches are older than the state we keep
@@ -474,6 +485,7 @@ class PartitionActor:
     async def identity(self) -> tuple[str, str]:
         """(topic id, node id): which topic this actor serves, and where."""
         self._start_idle_watch()  # the router asks this of every actor it starts
+        self._start_expiry()
         return self.topic_id, ray.get_runtime_context().get_node_id()
 
     @in_use
@@ -498,6 +510,7 @@ class PartitionActor:
         # A reopened log may have lost an unsynced tail: it leads in a new epoch, saved by the router first.
         opened = await _router(self._router_name).open_partition.remote(
             self.topic, self.partition, self.topic_id, uuid.uuid4().hex, newest_local_epoch(self.directory))
+        self._producer_id_expiration_ms = opened.get("producer_id_expiration_ms", self._producer_id_expiration_ms)
         self._log = PartitionLog(self.directory, config, producer_id_expiration_ms=self._producer_id_expiration_ms)
         self._leader_epoch = opened["leader_epoch"]
         self._isr_size = len(opened.get("isr") or ()) or 1
@@ -646,6 +659,8 @@ class PartitionActor:
         """Flush and write the clean-shutdown marker so the next open skips recovery."""
         if self._maintenance is not None:
             self._maintenance.cancel()
+        if self._expiry is not None:
+            self._expiry.cancel()
         if self._idle_watch is not None and self._idle_watch is not asyncio.current_task():
             self._idle_watch.cancel()
         self._close_channel()
@@ -657,6 +672,8 @@ class PartitionActor:
         the partition's own node. A crash in between leaves only a ``-delete`` folder."""
         if self._maintenance is not None:
             self._maintenance.cancel()
+        if self._expiry is not None:
+            self._expiry.cancel()
         self._close_channel()
         doomed = mark_for_deletion(self.directory)
         self._log.delete()  # closes the files; the folder's name is already free
@@ -675,6 +692,40 @@ class PartitionActor:
     def _start_maintenance(self) -> None:
         if self._maintenance is None:
             self._maintenance = asyncio.get_running_loop().create_task(self._maintain())
+        self._start_expiry()
+
+    def _start_expiry(self) -> None:
+        if self._expiry is None:
+            self._expiry = asyncio.get_running_loop().create_task(self._expire_producers())
+
+    async def _expire_producers(self) -> None:
+        """Kafka's producer-expiration check: every ``producer.id.expiration.check.interval.ms``,
+        forget idempotent producers idle for ``producer.id.expiration.ms``."""
+        while True:
+            await asyncio.sleep(self._expiration_check_s)
+            if self._log.offline is not None or self._log.closed:
+                continue
+            try:
+                gone = self._log.expire_producers()
+            except Exception:
+                log.exception("producer expiration of %s-%d failed", self.topic, self.partition)
+                continue
+            for pid in gone:
+                self._expired[pid] = None
+            while len(self._expired) > EXPIRED_IDS_KEPT:
+                self._expired.popitem(last=False)
+
+    async def set_producer_expiration(self, producer_id_expiration_ms: int,
+                                      producer_id_expiration_check_interval_ms: int | None = None) -> None:
+        """The broker's ``producer.id.expiration.ms`` changed (dynamic; the router tells every active partition)."""
+        self._producer_id_expiration_ms = producer_id_expiration_ms
+        self._log.set_producer_id_expiration_ms(producer_id_expiration_ms)
+        if producer_id_expiration_check_interval_ms is not None:
+            self._expiration_check_s = producer_id_expiration_check_interval_ms / 1000.0
+        if self._expiry is not None and not self._hibernated:  # count the next check with the new values
+            self._expiry.cancel()
+            self._expiry = None
+            self._start_expiry()
 
     async def _maintain(self) -> None:
         """Retention and time-based flush on a timer, as Kafka's log manager does."""
@@ -688,7 +739,6 @@ class PartitionActor:
                 if flush_ms < self._maintenance_interval_s * 1000:
                     self._log.flush()
                 self._log.apply_retention()
-                self._log.expire_producers()
                 self._publish_state()
             except Exception:  # keep maintaining; the error is logged for the operator
                 log.exception("maintenance of %s-%d failed", self.topic, self.partition)

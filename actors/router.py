@@ -47,6 +47,7 @@ from logan_ray.storage.errors import InvalidConfigError
 from logan_ray.storage.partition_dir import claim, delete_partition_dir, sweep_deleted
 
 from . import replica_placement
+from .broker_dynamic import DynamicConfigs
 from .names import NAMESPACE, ROUTER_NAME, actor_name, cleaner_name
 from .partition import DEFAULT_IDLE_MS, partition_actor_class
 from .partition_feed import PartitionFeed
@@ -70,11 +71,13 @@ HIBERNATED_IDS_KEPT = 100_000  # actor ids that ended by hibernation (callers as
 LEGACY_TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6761-6e2d-7261-792d-746f70696373")
 
 
-class RouterActor(SecurityMetadata):
+class RouterActor(SecurityMetadata, DynamicConfigs):
     def __init__(self, data_dir: str, *, auto_create_topics: bool = True, num_partitions: int = 1,
                  topic_defaults: dict[str, Any] | None = None, maintenance_interval_s: float = 300.0,
                  cleaner_interval_s: float = 15.0, partition_idle_ms: int | None = None,
-                 max_active_partitions: int | None = None, default_replication_factor: int = 1) -> None:
+                 max_active_partitions: int | None = None, default_replication_factor: int = 1,
+                 producer_id_expiration_ms: int | None = None,
+                 producer_id_expiration_check_interval_ms: int | None = None) -> None:
         self.data_dir = os.path.abspath(os.path.expanduser(data_dir))
         os.makedirs(self.data_dir, exist_ok=True)
         self._dir_lock = DataDirLock(self.data_dir).acquire(wait_s=LOCK_WAIT_S)
@@ -89,6 +92,8 @@ class RouterActor(SecurityMetadata):
         self.max_active_partitions = max_active_partitions if max_active_partitions and max_active_partitions > 0 else None
         self._path = os.path.join(self.data_dir, METADATA_FILE)
         self._meta = self._load()
+        self._init_dynamic({"producer.id.expiration.ms": producer_id_expiration_ms,
+                            "producer.id.expiration.check.interval.ms": producer_id_expiration_check_interval_ms})
         self._handles: dict[tuple[str, int], Any] = {}  # active partitions only (lazy activation)
         self._activating: dict[tuple[str, int], asyncio.Future] = {}
         self._hibernating: dict[tuple[str, int], asyncio.Future] = {}  # done once its actor is gone
@@ -471,26 +476,38 @@ class RouterActor(SecurityMetadata):
         return t
 
     async def open_partition(self, topic: str, partition: int, topic_id: str, incarnation: str,
-                             log_epoch: int = -1) -> dict[str, Any]:
+                             log_epoch: int = -1, clean: bool = False) -> dict[str, Any]:
         """What a starting partition actor needs: its config and its leader epoch.
 
         ``incarnation`` names this start of the actor (one per ``__init__``/reopen): a new one
         bumps the epoch (the first one of a new partition takes epoch 0), saved before the
         answer; the same one again (Ray retrying this call) gets the same epoch. The epoch is
         also made larger than ``log_epoch``, the newest epoch the partition's files hold,
-        so metadata older than the log can never hand out an epoch already used.
+        so metadata older than the log can never hand out an epoch already used. ``clean``: the
+        folder was closed cleanly (its clean-shutdown marker: hibernation, a clean stop), so
+        the same leader starts again on the same files and keeps its epoch.
         """
         t = self._existing(topic, partition, topic_id)
         leader = self._leader(t, partition)
-        if leader["incarnation"] != incarnation:
+        if clean and leader["incarnation"] is not None and log_epoch <= leader["epoch"]:
+            # A hibernated (or cleanly stopped) partition woken on the same node by the same
+            # leader: its log is exactly what it acknowledged, nothing was truncated, so as in
+            # Kafka (the epoch changes with leadership only) it keeps its epoch, and clients
+            # are not fenced by a wake. Nothing to save: any incarnation gets this epoch.
+            leader["incarnation"] = incarnation
+        elif leader["incarnation"] != incarnation:
             epoch = leader["epoch"] + (0 if leader["incarnation"] is None else 1)
             if log_epoch >= epoch:
                 epoch = log_epoch + 1
+            bumped = epoch != leader["epoch"]
             leader.update(epoch=epoch, incarnation=incarnation)
-            await self._save_soon()
+            if bumped:  # a first start keeps epoch 0: nothing to save (a lost incarnation only means
+                # the next start bumps, as its checkpoint already holds epoch 0 then: log_epoch)
+                await self._save_soon()
             log.info("partition %s-%d: leader epoch %d", topic, partition, epoch)
         return {"config": self._effective(t).to_dict(), "leader_epoch": leader["epoch"],
-                "isr": replica_placement.isr_of(t, partition), "replicas": replica_placement.replicas_of(t, partition)}
+                "isr": replica_placement.isr_of(t, partition), "replicas": replica_placement.replicas_of(t, partition),
+                **self._producer_settings(t["placement"][str(partition)]["node_id"])}
 
     async def alter_isr(self, topic: str, partition: int, leader_epoch: int, isr: list[str]) -> list[str]:
         """A leader's ISR change (Kafka's AlterPartition), saved before the answer; returns the ISR now stored.

@@ -129,7 +129,7 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=1000)
     ap.add_argument("--active", type=int, default=50)
     ap.add_argument("--cold", type=int, default=200)
-    ap.add_argument("--duration", type=float, default=60.0)
+    ap.add_argument("--duration", type=float, default=60.0, help="0: stop after the activation latencies")
     ap.add_argument("--idle", type=float, default=0.0, help="seconds without traffic before the last reading")
     args = ap.parse_args()
     cold = min(args.cold, args.partitions - args.active)
@@ -146,7 +146,7 @@ def main() -> None:
     print(f"# {args.partitions} partitions, {args.active} active, {cold} cold, {args.duration:.0f} s run")
     pss_empty = broker_pss_mib()
     started = time.perf_counter()
-    client.create_topic(topic, args.partitions)
+    client.create_topic(topic, args.partitions, activate=False)  # lazy: no process until first use
     created = time.perf_counter() - started
     print(f"create {args.partitions} partitions: {created:.2f} s ({created / args.partitions * 1e3:.1f} ms each)")
     time.sleep(2.0)
@@ -157,6 +157,8 @@ def main() -> None:
     print(f"first request to {cold} untouched partitions: p50 {pct(lat, 0.5):.0f} ms, p99 {pct(lat, 0.99):.0f} ms, "
           f"max {max(lat):.0f} ms")
 
+    if args.duration <= 0:  # activation latency only
+        return
     r = produce_and_consume(gateway, topic, args.active, args.duration)
     print(f"produce 100 B round-robin to {args.active} partitions, one consumer group on all {args.partitions}: "
           f"{r['produce_rps']:.0f} records/s produced, {r['consumed']} of {r['sent']} consumed, "

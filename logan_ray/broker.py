@@ -131,7 +131,10 @@ class Broker:
                                             default_replication_factor=settings.get("default.replication.factor"),
                                             topic_defaults=settings.topic_defaults,
                                             partition_idle_ms=settings.get("partition.idle.ms"),
-                                            max_active_partitions=settings.get("max.active.partitions"))
+                                            max_active_partitions=settings.get("max.active.partitions"),
+                                            producer_id_expiration_ms=settings.get("producer.id.expiration.ms"),
+                                            producer_id_expiration_check_interval_ms=settings.get(
+                                                "producer.id.expiration.check.interval.ms"))
         from logan_ray.actors.group_coordinator import ensure_group_coordinator
 
         ensure_group_coordinator()  # replays committed offsets before clients arrive

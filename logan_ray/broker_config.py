@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
+from logan_ray.storage.config import BROKER_TOPIC_SYNONYMS as TOPIC_SYNONYMS
 from logan_ray.storage.config import TopicConfig
 
 INT_MAX = 2147483647
@@ -146,6 +147,11 @@ _SETTINGS: dict[str, _Setting] = {
                                            "replicas of topics created without a replication factor"),
     "log.dirs": _Setting(_reject_log_dirs, None, "the data dir (one; same as --data-dir)"),
     "log.dir": _Setting(_reject_log_dirs, None, "the data dir (one; same as --data-dir)"),
+    # idempotent producers (Kafka's TransactionLogConfig; the expiration is also dynamic, cluster-wide)
+    "producer.id.expiration.ms": _Setting(_int_range(1, INT_MAX), "86400000",
+                                          "an idempotent producer idle this long is forgotten by each partition"),
+    "producer.id.expiration.check.interval.ms": _Setting(_int_range(1, INT_MAX), "600000",
+                                                         "how often partitions look for expired producers"),
     # logan-ray's own: partitions cost a process only while in use (docs/architecture.md, "Partition lifecycle")
     "partition.idle.ms": _Setting(_int_range(1, LONG_MAX), "300000",
                                   "a partition with no traffic this long closes its log and its process exits"),
@@ -203,33 +209,10 @@ KAFKA_TYPES: dict[str, int | None] = {
     "ssl.protocol": STRING, "ssl.cipher.suites": LIST, "ssl.endpoint.identification.algorithm": STRING,
     "ssl.principal.mapping.rules": STRING, "sasl.enabled.mechanisms": LIST, "sasl.server.max.receive.size": INT,
     "authorizer.class.name": STRING, "super.users": None, "allow.everyone.if.no.acl.found": None,
+    "producer.id.expiration.ms": INT, "producer.id.expiration.check.interval.ms": INT,
     "partition.idle.ms": LONG, "max.active.partitions": INT,  # logan-ray's own (partition hibernation)
 }
 
-#: Kafka's broker-level defaults for topic configs (ServerTopicConfigSynonyms): broker name -> topic name.
-TOPIC_SYNONYMS: dict[str, str] = {
-    "log.segment.bytes": "segment.bytes",
-    "log.roll.ms": "segment.ms",
-    "log.roll.jitter.ms": "segment.jitter.ms",
-    "log.index.size.max.bytes": "segment.index.bytes",
-    "log.flush.interval.messages": "flush.messages",
-    "log.flush.interval.ms": "flush.ms",
-    "log.retention.bytes": "retention.bytes",
-    "log.retention.ms": "retention.ms",
-    "message.max.bytes": "max.message.bytes",
-    "log.index.interval.bytes": "index.interval.bytes",
-    "log.cleaner.delete.retention.ms": "delete.retention.ms",
-    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
-    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
-    "log.segment.delete.delay.ms": "file.delete.delay.ms",
-    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
-    "log.cleanup.policy": "cleanup.policy",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-    "min.insync.replicas": "min.insync.replicas",
-    "compression.type": "compression.type",
-    "log.preallocate": "preallocate",
-    "log.message.timestamp.type": "message.timestamp.type",
-}
 #: Coarser units Kafka also accepts for some of them (used only when the finer one is absent).
 _COARSE = {"log.retention.minutes": ("log.retention.ms", 60_000), "log.retention.hours": ("log.retention.ms", 3_600_000),
            "log.roll.hours": ("log.roll.ms", 3_600_000)}

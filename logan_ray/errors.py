@@ -16,6 +16,7 @@ from logan_ray.common.errors import (  # noqa: F401  (re-exported)
     InconsistentGroupProtocolError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
+    InvalidRequestError,
     InvalidTopicError,
     LeaderNotAvailableError,
     NotEnoughReplicasAfterAppendError,

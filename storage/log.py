@@ -292,12 +292,17 @@ class PartitionLog:
             return first_with_max_timestamp(self._st.segments, self._st.log_start)
 
     # ------------------------------------------------------------ producer state
-    def expire_producers(self, now_ms: int | None = None) -> int:
-        """Forget producers idle for ``producer.id.expiration.ms``; returns how many."""
+    def expire_producers(self, now_ms: int | None = None) -> list[int]:
+        """Forget producers idle for ``producer.id.expiration.ms``; returns their ids."""
         st = self._st
         with st.lock:
             now = st.clock() if now_ms is None else now_ms
-            return len(st.producer_state.expire(now, st.producer_id_expiration_ms))
+            return st.producer_state.expire(now, st.producer_id_expiration_ms)
+
+    def set_producer_id_expiration_ms(self, expiration_ms: int) -> None:
+        """The broker's ``producer.id.expiration.ms`` changed (a dynamic broker config)."""
+        with self._st.lock:
+            self._st.producer_id_expiration_ms = expiration_ms
 
     # ---------------------------------------------------------------- retention
     def apply_retention(self, now_ms: int | None = None) -> int:

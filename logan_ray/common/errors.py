@@ -40,6 +40,13 @@ class InvalidReplicationFactorError(LoganError):
     code = 38  # INVALID_REPLICATION_FACTOR
 
 
+class InvalidRequestError(LoganError):
+    """A well-formed request the broker will not carry out as asked (Kafka's INVALID_REQUEST), e.g. a
+    broker setting that cannot change while the broker runs."""
+
+    code = 42  # INVALID_REQUEST
+
+
 class NotEnoughReplicasError(LoganError):
     """acks=all refused before the append: fewer in-sync replicas than ``min.insync.replicas``."""
 

@@ -12,6 +12,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from logan_ray.actors.broker_dynamic import DYNAMIC, GROUP_CONFIGS
 from logan_ray.broker_config import KAFKA_TYPES
 from logan_ray.protocol import errors as codes
 
@@ -23,9 +24,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("logan_ray.gateway")
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 # DescribeConfigs config sources
-TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+TOPIC_CONFIG, DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 1, 2, 3
+STATIC_BROKER_CONFIG, DEFAULT_CONFIG, GROUP_CONFIG = 4, 5, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -160,6 +162,15 @@ async def _describe_one(gw: GatewayContext, r: dict, version: int, body_flags: d
             extra = [e for e in gw.broker_configs if e["name"] not in live]
         elif rtype == BROKER_LOGGER:
             return out
+        elif rtype == GROUP:
+            stored = await gw.cluster.router.group_configs.remote(name)
+            entries = [{"name": k, "value": stored.get(k, default), "read_only": False, "is_default": k not in stored,
+                        "config_source": GROUP_CONFIG if k in stored else DEFAULT_CONFIG, "is_sensitive": False,
+                        "synonyms": [], "config_type": 3, "documentation": None}
+                       for k, (default, _parse) in GROUP_CONFIGS.items()]
+            keys = r.get("configuration_keys")
+            out["configs"] = [e for e in entries if not keys or e["name"] in keys]
+            return out
         else:
             out["error_code"], out["error_message"] = codes.INVALID_REQUEST, f"unsupported resource type {rtype}"
             return out
@@ -176,7 +187,35 @@ async def _describe_one(gw: GatewayContext, r: dict, version: int, body_flags: d
     if rtype == BROKER:
         docs = bool(body_flags.get("include_documentation"))
         entries += [{**e, "documentation": e.get("documentation") if docs else None} for e in extra]
+        entries = _with_dynamic(entries, await gw.cluster.router.broker_configs.remote(name), bool(name))
     out["configs"] = [e for e in entries if wanted is None or e["name"] in wanted]
+    return out
+
+
+def _with_dynamic(entries: list[dict], dynamic: dict[str, dict[str, str]], per_broker: bool) -> list[dict]:
+    """Broker entries with the dynamic configs in force, as Kafka describes them: a per-broker value
+    (DYNAMIC_BROKER_CONFIG) over the cluster default (DYNAMIC_DEFAULT_BROKER_CONFIG) over the static
+    setting; dynamic names are not read-only. The default level ("") shows only its own values."""
+    def dyn(name: str, value: str, source: int) -> dict:
+        spec = DYNAMIC[name]
+        return {"name": name, "value": value, "read_only": False, "is_default": False, "config_source": source,
+                "is_sensitive": False, "synonyms": [], "config_type": spec.kafka_type, "documentation": None}
+
+    if not per_broker:
+        return [dyn(k, v, DYNAMIC_DEFAULT_BROKER_CONFIG) for k, v in sorted(dynamic["default"].items())]
+    in_force = {k: (v, DYNAMIC_DEFAULT_BROKER_CONFIG) for k, v in dynamic["default"].items()}
+    in_force.update({k: (v, DYNAMIC_BROKER_CONFIG) for k, v in dynamic["broker"].items()})
+    out = []
+    for e in entries:
+        if e["name"] in in_force:
+            value, source = in_force.pop(e["name"])
+            out.append({**dyn(e["name"], value, source), "documentation": e.get("documentation")})
+        else:
+            out.append({**e, "read_only": False} if e["name"] in DYNAMIC else e)
+    shown = {e["name"] for e in out}
+    out += [dyn(k, v, src) for k, (v, src) in sorted(in_force.items())]
+    out += [{**dyn(k, spec.default, DEFAULT_CONFIG), "is_default": True}
+            for k, spec in DYNAMIC.items() if spec.default is not None and k not in shown and k not in in_force]
     return out
 
 
@@ -188,9 +227,22 @@ async def describe_configs(gw: GatewayContext, conn: "Connection", header: Any, 
 async def _alter_one(gw: GatewayContext, r: dict, incremental: bool, validate_only: bool) -> dict:
     rtype, name = r["resource_type"], r["resource_name"]
     out = {"error_code": codes.NONE, "error_message": None, "resource_type": rtype, "resource_name": name}
+    if rtype in (BROKER, GROUP):
+        if rtype == BROKER and name not in ("", str(gw.cluster.broker_id)):
+            out["error_code"] = codes.INVALID_REQUEST
+            out["error_message"] = f"Unexpected broker id, expected {gw.cluster.broker_id} or empty string, " \
+                                   f"but received {name}"
+            return out
+        ops = [(c["config_operation"] if incremental else SET, c["name"], c["value"]) for c in r["configs"]]
+        alter = gw.cluster.router.alter_broker_configs if rtype == BROKER else gw.cluster.router.alter_group_configs
+        try:
+            await alter.remote(name, ops, incremental, validate_only)
+        except Exception as e:
+            out["error_code"], out["error_message"] = error_code(e), error_message(e)
+        return out
     if rtype != TOPIC:
         out["error_code"] = codes.INVALID_REQUEST
-        out["error_message"] = "only topic configs can be altered; broker settings are fixed at start"
+        out["error_message"] = f"unsupported resource type {rtype}"
         return out
     try:
         changes: dict[str, Any] = {}

@@ -282,6 +282,8 @@ def _configs(body: dict, out_key: str, op: int, ok: Callable) -> tuple[dict | No
     def allowed(r: dict) -> bool:
         if r["resource_type"] == 2:
             return ok(op, acl.TOPIC, r["resource_name"])
+        if r["resource_type"] == 32:  # a consumer group's configs (KIP-848)
+            return ok(op, acl.GROUP, r["resource_name"])
         return ok(op, acl.CLUSTER, acl.CLUSTER_NAME)
     denied = [r for r in resources if not allowed(r)]
     if not denied:
@@ -290,7 +292,7 @@ def _configs(body: dict, out_key: str, op: int, ok: Callable) -> tuple[dict | No
 
     def post(resp: dict) -> dict:
         resp[out_key] = list(resp.get(out_key) or []) + [
-            {"error_code": TOPIC_DENIED if r["resource_type"] == 2 else CLUSTER_DENIED,
+            {"error_code": {2: TOPIC_DENIED, 32: GROUP_DENIED}.get(r["resource_type"], CLUSTER_DENIED),
              "error_message": "not authorized", "resource_type": r["resource_type"],
              "resource_name": r["resource_name"], "configs": []} for r in denied]
         return resp

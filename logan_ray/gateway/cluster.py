@@ -15,6 +15,7 @@ import uuid
 from typing import Any, Awaitable, Callable, Iterable
 
 from logan_ray.actors.channel import ChannelClosedError, ChannelLink
+from logan_ray.actors.names import broker_id
 from logan_ray.common.errors import PartitionHibernatedError
 from logan_ray.protocol import errors as codes
 
@@ -25,11 +26,6 @@ log = logging.getLogger("logan_ray.gateway")
 GATEWAYS_TTL_S = 2.0
 #: Kafka's "no topic id" (unknown topics, errors).
 ZERO_UUID = uuid.UUID(int=0)
-
-
-def broker_id(node_id: str) -> int:
-    """Kafka broker id of a Ray node: the first 28 bits of its id (stable, non-negative int32)."""
-    return int(node_id[:7], 16)
 
 
 def error_code(exc: BaseException) -> int:

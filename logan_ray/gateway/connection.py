@@ -135,6 +135,7 @@ class Connection:
         self._frame_size = 0
         self._pending: deque[tuple[Any, int]] = deque()  # (awaitable of chunks, reserved bytes)
         self._reading = False
+        self._finishing = False  # the last response is out: no more requests are read
         self._pending_full = False
         self._pool_wait = False
         self._wake: asyncio.Future | None = None
@@ -185,7 +186,7 @@ class Connection:
 
     # ------------------------------------------------------------------ reading
     def _update_reading(self) -> None:
-        want = not self.closed and not self._pool_wait and not self._pending_full
+        want = not self.closed and not self._finishing and not self._pool_wait and not self._pending_full
         if want and not self._reading:
             self.loop.add_reader(self.fd, self._on_readable)
             self._reading = True
@@ -329,6 +330,7 @@ class Connection:
                 finally:
                     release(chunks)
                 if close_after:
+                    await self._finish()
                     self.close("closed after its response, as the protocol asks (failed authentication)")
                     return
         except asyncio.CancelledError:
@@ -339,6 +341,38 @@ class Connection:
         except Exception as e:  # a handler bug: drop this connection, keep the gateway
             log.exception("gateway: request from %s failed", self.peer)
             self.close(f"internal error: {e!r}")
+
+    async def _finish(self, wait_s: float = 1.0) -> None:
+        """End the connection after its last response so the peer reads that response.
+
+        Closing a socket that still has unread bytes sends RST, and a RST makes the
+        peer's kernel drop what it has not read yet: the client would see "connection
+        reset" instead of the error it must act on (a wrong password). So: stop reading
+        requests, send FIN behind the response, and give the peer a moment to close
+        its side, discarding whatever it still sends.
+        """
+        self._finishing = True
+        self._update_reading()
+        try:
+            socket.socket.shutdown(self.sock, socket.SHUT_WR)
+        except OSError:
+            return
+        deadline = self.loop.time() + wait_s
+        while self.loop.time() < deadline:
+            try:
+                if not os.read(self.fd, 65536):
+                    return  # the peer closed too
+            except (BlockingIOError, InterruptedError):
+                fut = self.loop.create_future()
+                self.loop.add_reader(self.fd, lambda: fut.done() or fut.set_result(None))
+                try:
+                    await asyncio.wait_for(fut, max(0.0, deadline - self.loop.time()))
+                except asyncio.TimeoutError:
+                    return
+                finally:
+                    self.loop.remove_reader(self.fd)
+            except OSError:
+                return
 
     async def _send(self, chunks: list[Any]) -> None:
         sock = self.sock

@@ -58,6 +58,7 @@ def test_idle_partition_hibernates_cleanly_and_the_next_produce_through_an_old_h
         first = [producer.send(topic_name, f"a{i}".encode(), partition=0).result(30) for i in range(20)]
         assert [m.offset for m in first] == list(range(20))
         stale = client.partition_actor(topic_name, 0)
+        epoch = ray.get(stale.leader_epoch.remote())
         wait_hibernated(client, topic_name, {0})
         folder = os.path.join(broker_dir, f"{topic_name}-0")
         assert os.path.exists(os.path.join(folder, ".clean-shutdown"))  # closed cleanly: no scan on reopen
@@ -66,6 +67,9 @@ def test_idle_partition_hibernates_cleanly_and_the_next_produce_through_an_old_h
         more = [producer.send(topic_name, f"b{i}".encode(), partition=0).result(30) for i in range(5)]
     assert [m.offset for m in more] == list(range(20, 25))
     assert client.partition_actor(topic_name, 0)._actor_id != stale._actor_id
+    # the same leader woke on its cleanly closed files: same leader epoch, clients are not fenced
+    assert ray.get(client.partition_actor(topic_name, 0).leader_epoch.remote()) == epoch
+    assert client.describe_topic(topic_name)["partitions"][0]["leader_epoch"] == epoch
     assert active_partitions(client, topic_name) == {0}
     consumer = client.consumer(auto_offset_reset="earliest")
     consumer.assign([(topic_name, 0)])

@@ -213,7 +213,7 @@ def test_producers_expire_after_producer_id_expiration_ms(tmp_path):
     clock.advance(DAY - 60_000)
     lg.append(idem(2, 0))
     clock.advance(60_000)
-    assert lg.expire_producers() == 1  # producer 1 idle for a day, producer 2 for a minute
+    assert len(lg.expire_producers()) == 1  # producer 1 idle for a day, producer 2 for a minute
     with pytest.raises(OutOfOrderSequenceError) as unknown:
         lg.producer_state.check(parse_header(idem(1, 2)))
     assert unknown.value.unknown_producer
@@ -229,7 +229,7 @@ def test_expiration_counts_from_the_last_append_not_old_record_timestamps(tmp_pa
     clock = FakeClock()
     lg = PartitionLog(str(tmp_path / "t-0"), TopicConfig(), clock=clock, producer_id_expiration_ms=DAY)
     lg.append(idem(1, 0, ts=clock.now - 30 * DAY))  # historic CreateTime timestamps
-    assert lg.expire_producers() == 0
+    assert lg.expire_producers() == []
     lg.close()
 
 

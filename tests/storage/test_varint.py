@@ -151,3 +151,11 @@ def test_tables_agree_with_functions():
         assert ZIGZAG1[b] == decode_varint(bytes([b]))[0]
     # past the table the functions still work
     assert decode_varint(encode_varint(TABLE_SIZE))[0] == TABLE_SIZE
+
+
+def test_the_fast_tables_hold_exactly_the_plain_encodings():
+    from logan_ray.storage.varint import TABLE_SIZE, UVARINT, VARINT, VARINT_LEN, _raw_uvarint
+
+    assert UVARINT == tuple(_raw_uvarint(n) for n in range(TABLE_SIZE))
+    assert VARINT == tuple(_raw_uvarint(n << 1) for n in range(TABLE_SIZE))
+    assert VARINT_LEN == tuple(len(_raw_uvarint(n << 1)) for n in range(TABLE_SIZE))

@@ -1,0 +1,54 @@
+"""``producer.id.expiration.ms``: a dynamic broker config the partition actors apply, now and at every start."""
+from __future__ import annotations
+
+import time
+
+import ray
+
+from logan_ray.actors.names import NAMESPACE, ROUTER_NAME
+from logan_ray.actors.partition import SEQUENCE_WAIT_S
+from logan_ray.storage.record_builder import build_batch
+
+SET, DELETE = 0, 1
+
+
+def idem(pid: int, seq: int) -> bytes:
+    return build_batch([b"p%d-s%d" % (pid, seq)], producer_id=pid, producer_epoch=0, base_sequence=seq)
+
+
+def producers(actor) -> int:
+    return ray.get(actor.stats.remote())["producers"]
+
+
+def test_idle_producers_expire_and_stay_gone_after_a_restart_and_one_coming_back_is_accepted_as_kafka_does(
+        client, topic_name):
+    router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
+    client.create_topic(topic_name, partitions=1)
+    actor = client.partition_actor(topic_name, 0)
+    back, gone = 7_700_001, 7_700_002
+    assert [ray.get(actor.append.remote(idem(pid, 0)))[0] for pid in (back, gone)] == [0, 1]
+    previous_check = ray.get(router.set_producer_expiration_check_interval_ms.remote(100))
+    try:
+        # a dynamic cluster-wide change, pushed to the running partition
+        ray.get(router.alter_broker_configs.remote("", [(SET, "producer.id.expiration.ms", "800")]))
+        deadline = time.monotonic() + 15
+        while producers(actor) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert producers(actor) == 0
+        # An expired producer's next batch has a non-zero sequence: Kafka (2.5+, KIP-360) accepts it
+        # ("no current producer epoch: accept writes with any sequence number") and does not make it wait.
+        started = time.monotonic()
+        assert ray.get(actor.append.remote(idem(back, 5)))[0] == 2
+        assert time.monotonic() - started < SEQUENCE_WAIT_S
+        assert ray.get(actor.append.remote(idem(back, 5)))[0] == 2  # its state is back: a retry is a duplicate
+        assert ray.get(actor.append.remote(idem(7_700_003, 0)))[0] == 3  # a fresh producer works
+        ray.get(router.alter_broker_configs.remote("", [(DELETE, "producer.id.expiration.ms", None)]))
+        # a clean restart (hibernation writes the producer snapshot): the expired producer stays gone
+        assert ray.get(router.hibernate.remote(topic_name, 0, None, False))
+        woken = ray.get(router.activate.remote(topic_name, 0))  # started again, from its files
+        assert woken._actor_id != actor._actor_id
+        assert producers(woken) == 2  # `back` and the fresh one, not `gone`
+        assert ray.get(woken.append.remote(idem(back, 5)))[0] == 2  # still deduplicated after the restart
+    finally:
+        ray.get(router.alter_broker_configs.remote("", [(DELETE, "producer.id.expiration.ms", None)]))
+        ray.get(router.set_producer_expiration_check_interval_ms.remote(previous_check))
