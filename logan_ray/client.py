@@ -245,6 +245,12 @@ class Client:
     def status(self) -> list[dict[str, Any]]:
         return get(self.router.status.remote())
 
+    def reopen_partition(self, topic: str, partition: int) -> tuple[int, int]:
+        """The operator's recovery of a partition a disk error took offline (KAFKA_STORAGE_ERROR): its log
+        is closed and opened again from what the disk holds, in a new leader epoch. Returns its
+        (log start, log end) offsets."""
+        return tuple(get(self.partition_actor(topic, partition).reopen.remote()))
+
     def compact(self, topic: str, roll: bool = True) -> list[dict[str, Any]]:
         """Compact a topic now (its cleanup.policy must contain ``compact``); one summary per partition.
 

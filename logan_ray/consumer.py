@@ -28,9 +28,10 @@ import ray
 
 from logan_ray.storage.batch_header import iter_headers
 from logan_ray.storage.records import decode_tagged
+from logan_ray.storage.slice_reader import read_slices
 
 from ._ray import get
-from .local_path import ChannelClosedError
+from .local_path import ChannelClosedError, reads_files
 from .local_path import result as local_result
 from .errors import (
     GroupError,
@@ -73,6 +74,20 @@ def _wait_any(waiting: list[Any], timeout: float) -> set:
         if done or left <= 0:
             return done
         concurrent.futures.wait(futures, min(left, 0.002), concurrent.futures.FIRST_COMPLETED)
+
+
+def _read_located(slices: list) -> bytes | None:
+    """The bytes of located slices read from the segment files, or None when they are
+    no longer there as located (deleted or truncated since, or not whole batches)."""
+    import pyarrow as pa  # its memory pool reuses pages: fresh megabytes cost page faults
+
+    data = read_slices(slices, pa.allocate_buffer)
+    if not data:
+        return data
+    end = 0
+    for at, h in iter_headers(data):
+        end = at + h.size
+    return data if end == len(data) else None
 
 
 class TopicPartition(NamedTuple):
@@ -127,10 +142,13 @@ class Consumer:
         self._value_de = deserializer(value_deserializer)
         self._max_poll_records = max_poll_records
         self._positions: dict[TopicPartition, int | None] = {}
-        # tp -> (Ray ref or channel future, offset fetched)
-        self._pending: dict[TopicPartition, tuple[Any, int]] = {}
-        #: fetches sent per path: "channel" (node-local fast path) or "ray" (actor call)
-        self.fetch_paths: dict[str, int] = {"channel": 0, "ray": 0}
+        # tp -> (Ray ref or channel future, offset fetched, path: "pread", "channel" or "ray")
+        self._pending: dict[TopicPartition, tuple[Any, int, str]] = {}
+        #: fetches served per path: "pread" (located over the node-local channel, read from the
+        #: segment files by this process), "channel" (bytes over the channel) or "ray" (actor call)
+        self.fetch_paths: dict[str, int] = {"pread": 0, "channel": 0, "ray": 0}
+        # partitions whose next fetch asks for the bytes (a located file went away before the read)
+        self._bytes_once: set[TopicPartition] = set()
         # Fetched but not yet returned, in fetch order: raw fetches are decoded on demand,
         # into records (poll) or a table (poll_arrow); a caller mixing both gets the rest converted.
         self._fetched: deque[tuple[TopicPartition, int, bytes]] = deque()  # (tp, first offset wanted, batches)
@@ -227,12 +245,22 @@ class Consumer:
                 self._reset_position(tp)
                 pos = self._positions[tp]
             handle, node = self._client.partition_route(tp.topic, tp.partition)
-            # On the partition's own node the fetch goes over its channel; elsewhere by Ray.
-            waiting = self._client.local_path.call(handle, node, "fetch", pos, self._max_bytes, wait_ms, 1)
+            # On the partition's own node the fetch goes over its channel: by default only the
+            # batches' file ranges (locate), which this process then reads from the segment
+            # files itself (as Ray Data's read tasks do); elsewhere by Ray.
+            local = self._client.local_path
+            how = "pread"
+            waiting = None
+            if tp not in self._bytes_once and reads_files():
+                waiting = local.call(handle, node, "locate", pos, self._max_bytes, wait_ms, 1)
             if waiting is None:
+                how = "channel"
+                self._bytes_once.discard(tp)
+                waiting = local.call(handle, node, "fetch", pos, self._max_bytes, wait_ms, 1)
+            if waiting is None:
+                how = "ray"
                 waiting = handle.fetch.remote(pos, self._max_bytes, wait_ms, 1)
-            self.fetch_paths["ray" if isinstance(waiting, ray.ObjectRef) else "channel"] += 1
-            self._pending[tp] = (waiting, pos)
+            self._pending[tp] = (waiting, pos, how)
 
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from any assigned partition, waiting up to ``timeout_ms`` for the first ones."""
@@ -303,11 +331,11 @@ class Consumer:
         while not self._has_buffered() and self._positions:
             self._prefetch(min(self._max_wait_ms, max(0, timeout_ms)))
             remaining = max(0.0, deadline - time.monotonic())
-            ready_set = _wait_any([w for w, _ in self._pending.values()], remaining)
-            for tp, (ref, pos) in list(self._pending.items()):
+            ready_set = _wait_any([w for w, _, _ in self._pending.values()], remaining)
+            for tp, (ref, pos, how) in list(self._pending.items()):
                 if ref in ready_set:
                     del self._pending[tp]
-                    self._absorb(tp, pos, ref)
+                    self._absorb(tp, pos, ref, how)
             if not self._has_buffered() and time.monotonic() >= deadline:
                 break
         if self._has_buffered():
@@ -318,11 +346,11 @@ class Consumer:
     def _has_buffered(self) -> bool:
         return bool(self._buffer or self._fetched or (self._table is not None and self._table.num_rows))
 
-    def _absorb(self, tp: TopicPartition, pos: int, ref) -> None:
+    def _absorb(self, tp: TopicPartition, pos: int, ref, how: str) -> None:
         if self._positions.get(tp) != pos:
             return  # a seek happened while this fetch was in flight
         try:
-            data, _hw, _start = get(ref) if isinstance(ref, ray.ObjectRef) else local_result(ref)
+            data, _hw, _start = get(ref) if how == "ray" else local_result(ref)
         except OffsetOutOfRangeError:
             self._positions[tp] = None
             self._reset_position(tp)
@@ -335,6 +363,12 @@ class Consumer:
             except LoganError as e:  # e.g. its node is gone: the next fetch reports it
                 log.info("%s-%d: no current actor yet: %s", tp.topic, tp.partition, e)
             return
+        if how == "pread" and data:
+            data = _read_located(data)  # data: the located slices
+            if data is None:  # a segment went away since locate: ask the partition for the bytes
+                self._bytes_once.add(tp)
+                return
+        self.fetch_paths[how] += 1
         if not data:
             return
         next_offset = pos

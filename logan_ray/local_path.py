@@ -17,6 +17,12 @@ first use) or turned off (``LOGAN_RAY_LOCAL_PATH=0``) gets ``None``: the caller
 makes the Ray call instead. A channel that closes (the actor restarted) fails its
 calls with ``ChannelClosedError``, which callers treat like a dead actor: retry,
 which opens the new actor's channel.
+
+Consumers go one step further (``reads_files``, on unless ``LOGAN_RAY_LOCAL_READS=0``):
+they ask the channel only *where* the batches are (``locate``, as the gateway does before
+``sendfile``) and ``pread`` the segment files themselves, as Ray Data's read tasks do
+(``storage/slice_reader.py``); a located file that is gone by then (retention,
+compaction) makes that partition's next fetch ask for the bytes instead.
 """
 from __future__ import annotations
 
@@ -31,12 +37,20 @@ import ray
 from logan_ray import errors
 from logan_ray.actors.channel import ChannelClosedError, ChannelError, ChannelLink
 
-__all__ = ["LocalPath", "ChannelClosedError", "ChannelError", "typed_error", "enabled", "result"]
+__all__ = ["LocalPath", "ChannelClosedError", "ChannelError", "typed_error", "enabled", "reads_files", "result"]
+
+_OFF = ("0", "false", "off", "no")
 
 
 def enabled() -> bool:
     """The fast path is on unless ``LOGAN_RAY_LOCAL_PATH=0`` (for comparisons and debugging)."""
-    return os.environ.get("LOGAN_RAY_LOCAL_PATH", "1") not in ("0", "false", "off", "no")
+    return os.environ.get("LOGAN_RAY_LOCAL_PATH", "1") not in _OFF
+
+
+def reads_files() -> bool:
+    """Consumers on a partition's node read its segment files themselves (only the file ranges
+    travel over the channel) unless ``LOGAN_RAY_LOCAL_READS=0``: then the bytes come over the channel."""
+    return os.environ.get("LOGAN_RAY_LOCAL_READS", "1") not in _OFF
 
 
 def typed_error(e: BaseException) -> BaseException:

@@ -35,6 +35,14 @@ def add_topic_parsers(sub: argparse._SubParsersAction) -> None:
                    help="leave the active segments alone (by default they are closed so all records are cleaned)")
     s.set_defaults(func=cmd_compact)
 
+    r = sub.add_parser("partition", help="operator actions on one partition")
+    rsub = r.add_subparsers(dest="partition_cmd", required=True)
+    x = rsub.add_parser("reopen", help="bring a partition a disk error took offline (KAFKA_STORAGE_ERROR) back: "
+                                       "its log is opened again from what the disk holds")
+    x.add_argument("topic")
+    x.add_argument("partition", type=int)
+    r.set_defaults(func=cmd_partition)
+
 
 def cmd_topic(args: argparse.Namespace) -> int:
     c = connect(args)
@@ -81,4 +89,11 @@ def cmd_compact(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["add_topic_parsers", "cmd_topic", "cmd_compact"]
+def cmd_partition(args: argparse.Namespace) -> int:
+    ray_only(args, "partition reopen")
+    start, end = connect(args).reopen_partition(args.topic, args.partition)
+    print(f"reopened {args.topic}-{args.partition}: offsets [{start}, {end})")
+    return 0
+
+
+__all__ = ["add_topic_parsers", "cmd_topic", "cmd_compact", "cmd_partition"]

@@ -395,20 +395,59 @@ done:
 
 /* ------------------------------------------------------------------ columns */
 
+/* A new output buffer of n bytes and its address: bytes, or ``alloc(n)`` when given.
+ * ``alloc`` (e.g. pyarrow.allocate_buffer) lets the caller take memory from a pool that
+ * reuses pages: a fresh 8 MiB bytes object costs ~2000 page faults, more than decoding
+ * into it. The address stays valid while the object lives and is not resized. */
+static PyObject *out_new(PyObject *alloc, Py_ssize_t n, char **ptr) {
+    if (alloc == NULL) {
+        PyObject *o = PyBytes_FromStringAndSize(NULL, n);
+        if (o != NULL) *ptr = PyBytes_AS_STRING(o);
+        return o;
+    }
+    PyObject *o = PyObject_CallFunction(alloc, "n", n);
+    if (o == NULL) return NULL;
+    Py_buffer v;
+    if (PyObject_GetBuffer(o, &v, PyBUF_WRITABLE) < 0) {
+        Py_DECREF(o);
+        return NULL;
+    }
+    int short_buffer = v.len < n;
+    *ptr = v.buf;
+    PyBuffer_Release(&v);
+    if (short_buffer) {
+        Py_DECREF(o);
+        PyErr_SetString(PyExc_ValueError, "columns: alloc returned a buffer shorter than asked");
+        return NULL;
+    }
+    return o;
+}
+
+/* Shrinks an output to n bytes: bytes in place, an alloc'd buffer by its resize(n, True)
+ * (pyarrow.ResizableBuffer's, which gives the pool back the rest). */
+static int out_trim(PyObject **o, Py_ssize_t n) {
+    if (PyBytes_CheckExact(*o)) return _PyBytes_Resize(o, n);
+    PyObject *r = PyObject_CallMethod(*o, "resize", "nO", n, Py_True);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
 /* A growable binary column: offsets (int32 or int64) + data + one validity byte per row. */
 typedef struct {
     PyObject *offsets, *data, *valid;
+    char *off, *dat, *val;
     Py_ssize_t used, nulls;
     int wide;
 } col_t;
 
-static int col_init(col_t *c, Py_ssize_t rows, Py_ssize_t cap, int wide) {
+static int col_init(col_t *c, Py_ssize_t rows, Py_ssize_t cap, int wide, PyObject *alloc) {
     c->wide = wide;
     c->used = 0;
     c->nulls = 0;
-    c->offsets = PyBytes_FromStringAndSize(NULL, (rows + 1) * (wide ? 8 : 4));
-    c->data = PyBytes_FromStringAndSize(NULL, cap);
-    c->valid = PyBytes_FromStringAndSize(NULL, rows);
+    c->offsets = out_new(alloc, (rows + 1) * (wide ? 8 : 4), &c->off);
+    c->data = c->offsets ? out_new(alloc, cap, &c->dat) : NULL;
+    c->valid = c->data ? out_new(alloc, rows, &c->val) : NULL;
     return (c->offsets && c->data && c->valid) ? 0 : -1;
 }
 
@@ -419,40 +458,43 @@ static void col_free(col_t *c) {
 }
 
 static inline void col_put(col_t *c, Py_ssize_t row, const uint8_t *src, int64_t len) {
-    char *off = PyBytes_AS_STRING(c->offsets);
+    char *off = c->off;
     if (c->wide) ((int64_t *)off)[row] = c->used; else ((int32_t *)off)[row] = (int32_t)c->used;
     if (len < 0) {
-        PyBytes_AS_STRING(c->valid)[row] = 0;
+        c->val[row] = 0;
         c->nulls++;
     } else {
-        PyBytes_AS_STRING(c->valid)[row] = 1;
-        memcpy(PyBytes_AS_STRING(c->data) + c->used, src, (size_t)len);
+        c->val[row] = 1;
+        memcpy(c->dat + c->used, src, (size_t)len);
         c->used += len;
     }
 }
 
 static PyObject *col_finish(col_t *c, Py_ssize_t rows) {
-    char *off = PyBytes_AS_STRING(c->offsets);
+    char *off = c->off;
     if (c->wide) ((int64_t *)off)[rows] = c->used; else ((int32_t *)off)[rows] = (int32_t)c->used;
-    if (_PyBytes_Resize(&c->offsets, (rows + 1) * (c->wide ? 8 : 4)) < 0 || _PyBytes_Resize(&c->data, c->used) < 0 ||
-        _PyBytes_Resize(&c->valid, rows) < 0)
+    if (out_trim(&c->offsets, (rows + 1) * (c->wide ? 8 : 4)) < 0 || out_trim(&c->data, c->used) < 0 ||
+        out_trim(&c->valid, rows) < 0)
         return NULL;
     return Py_BuildValue("(OOOn)", c->offsets, c->data, c->valid, c->nulls);
 }
 
-/* columns(blob, batches, start, end, want_key, want_value)
+/* columns(blob, batches, start, end, want_key, want_value[, alloc])
  *   batches: sequence of (pos, stop, count, base_offset, base_ts, max_ts, log_append_time)
  *   Records with start <= offset < end (end < 0: no end), in order.
  * -> (rows, offsets int64, timestamps int64, ts_type int32, key col or None, value col or None, headers)
  *    col = (offsets int32|int64 bytes, data bytes, validity bytes (1 byte/row), null count),
  *    headers = list of (row, headers tuple) for the rows that carry headers.
+ *    With ``alloc`` (a callable n -> writable buffer of >= n bytes with a resize(n, shrink)
+ *    method, e.g. pyarrow.allocate_buffer(n, resizable=True)) every buffer comes from it.
  * Every record is fully validated whatever columns are wanted. */
 static PyObject *columns(PyObject *self, PyObject *args) {
     Py_buffer buf;
-    PyObject *batches;
+    PyObject *batches, *alloc = Py_None;
     long long lo, hi;
     int want_key, want_value;
-    if (!PyArg_ParseTuple(args, "y*OLLpp", &buf, &batches, &lo, &hi, &want_key, &want_value)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*OLLpp|O", &buf, &batches, &lo, &hi, &want_key, &want_value, &alloc)) return NULL;
+    if (alloc == Py_None) alloc = NULL;
     const uint8_t *d = buf.buf;
     PyObject *seq = NULL, *offs = NULL, *tss = NULL, *tts = NULL, *hdrs = NULL, *res = NULL, *kc = NULL, *vc = NULL;
     col_t kcol = {0}, vcol = {0};
@@ -472,13 +514,14 @@ static PyObject *columns(PyObject *self, PyObject *args) {
         total += cnt;
     }
     int wide = buf.len >= 0x7FFFFFFF;
-    if (!(offs = PyBytes_FromStringAndSize(NULL, total * 8)) || !(tss = PyBytes_FromStringAndSize(NULL, total * 8)) ||
-        !(tts = PyBytes_FromStringAndSize(NULL, total * 4)) || !(hdrs = PyList_New(0)))
+    char *op, *tp, *ttp;
+    if (!(offs = out_new(alloc, total * 8, &op)) || !(tss = out_new(alloc, total * 8, &tp)) ||
+        !(tts = out_new(alloc, total * 4, &ttp)) || !(hdrs = PyList_New(0)))
         goto done;
-    if (want_key && col_init(&kcol, total, buf.len, wide) < 0) goto done;
-    if (want_value && col_init(&vcol, total, buf.len, wide) < 0) goto done;
-    int64_t *O = (int64_t *)PyBytes_AS_STRING(offs), *T = (int64_t *)PyBytes_AS_STRING(tss);
-    int32_t *TT = (int32_t *)PyBytes_AS_STRING(tts);
+    if (want_key && col_init(&kcol, total, buf.len, wide, alloc) < 0) goto done;
+    if (want_value && col_init(&vcol, total, buf.len, wide, alloc) < 0) goto done;
+    int64_t *O = (int64_t *)op, *T = (int64_t *)tp;
+    int32_t *TT = (int32_t *)ttp;
     Py_ssize_t row = 0;
     for (Py_ssize_t b = 0; b < nb; b++) {
         Py_ssize_t pos, stop, cnt;
@@ -510,7 +553,7 @@ static PyObject *columns(PyObject *self, PyObject *args) {
         }
         if (p != stop) { bad(p - pos, "%zd trailing bytes after %zd records", stop - p, cnt); goto done; }
     }
-    if (_PyBytes_Resize(&offs, row * 8) < 0 || _PyBytes_Resize(&tss, row * 8) < 0 || _PyBytes_Resize(&tts, row * 4) < 0)
+    if (out_trim(&offs, row * 8) < 0 || out_trim(&tss, row * 8) < 0 || out_trim(&tts, row * 4) < 0)
         goto done;
     if (want_key && (kc = col_finish(&kcol, row)) == NULL) goto done;
     if (want_value && (vc = col_finish(&vcol, row)) == NULL) goto done;

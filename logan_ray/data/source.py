@@ -15,7 +15,6 @@ or gone) fetches the bytes through the actor instead.
 from __future__ import annotations
 
 import datetime as _dt
-import os
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence, Union
 
@@ -29,6 +28,7 @@ from ray.data.datasource import Datasource, ReadTask
 from logan_ray._ray import get
 from logan_ray.storage.batch_header import iter_headers
 from logan_ray.storage.errors import CorruptRecordError, OffsetOutOfRangeError
+from logan_ray.storage.slice_reader import read_slices
 
 from .arrow_records import COLUMNS, RECORD_SCHEMA, decode_to_table
 from .values import check_format, decode_values, expand, settle_type
@@ -184,33 +184,6 @@ def output_schema(opts: ReadOptions) -> pa.Schema:
 # -------------------------------------------------------------------- reading
 
 
-class _SliceReader:
-    """Reads located file slices, keeping segment files open across calls."""
-
-    def __init__(self) -> None:
-        self._fds: dict[str, int] = {}
-
-    def read(self, slices: Sequence[tuple[str, int, int]]) -> bytes | None:
-        parts = []
-        try:
-            for path, position, length in slices:
-                fd = self._fds.get(path)
-                if fd is None:
-                    fd = self._fds[path] = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-                data = os.pread(fd, length, position)
-                if len(data) != length:
-                    return None  # segment truncated or replaced since locate
-                parts.append(data)
-        except FileNotFoundError:
-            return None  # deleted by retention or compaction since locate
-        return parts[0] if len(parts) == 1 else b"".join(parts)
-
-    def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
-
-
 def _next_offset(data: bytes) -> int | None:
     last = None
     for _pos, h in iter_headers(data):
@@ -221,44 +194,40 @@ def _next_offset(data: bytes) -> int | None:
 def read_range(rng: ReadRange, opts: ReadOptions) -> Iterator[pa.Table]:
     """Yield the range's records as Arrow tables of at most ``chunk_bytes`` of batches each."""
     local = ray.get_runtime_context().get_node_id() == rng.node_id
-    reader = _SliceReader()
     raw_columns = list(opts.columns)
-    try:
-        offset = rng.start
-        while offset < rng.end:
+    offset = rng.start
+    while offset < rng.end:
+        try:
+            data = _read_chunk(rng, offset, opts.chunk_bytes, local)
+            nxt = _next_offset(data) if data else None
+            if not data or nxt is None or nxt <= offset:
+                return  # nothing more below the planned end (e.g. records deleted meanwhile)
             try:
-                data = _read_chunk(rng, offset, opts.chunk_bytes, reader if local else None)
-                nxt = _next_offset(data) if data else None
-                if not data or nxt is None or nxt <= offset:
-                    return  # nothing more below the planned end (e.g. records deleted meanwhile)
-                try:
-                    table = decode_to_table(data, topic=rng.topic, partition=rng.partition, start=offset,
-                                            end=rng.end, columns=raw_columns, verify_crc=opts.verify_crc)
-                except CorruptRecordError:
-                    if not local:
-                        raise
-                    local = False  # the file changed under us (compaction): ask the actor for the bytes
-                    continue
-            except OffsetOutOfRangeError:
-                log_start, _ = get(rng.actor.offsets.remote())
-                if offset >= log_start:
+                table = decode_to_table(data, topic=rng.topic, partition=rng.partition, start=offset,
+                                        end=rng.end, columns=raw_columns, verify_crc=opts.verify_crc)
+            except CorruptRecordError:
+                if not local:
                     raise
-                offset = log_start  # retention/DeleteRecords removed the head since planning
+                local = False  # the file changed under us (compaction): ask the actor for the bytes
                 continue
-            offset = nxt
-            yield finish_table(table, opts)
-    finally:
-        reader.close()
+        except OffsetOutOfRangeError:
+            log_start, _ = get(rng.actor.offsets.remote())
+            if offset >= log_start:
+                raise
+            offset = log_start  # retention/DeleteRecords removed the head since planning
+            continue
+        offset = nxt
+        yield finish_table(table, opts)
 
 
-def _read_chunk(rng: ReadRange, offset: int, max_bytes: int, reader: _SliceReader | None) -> bytes:
-    if reader is not None:
+def _read_chunk(rng: ReadRange, offset: int, max_bytes: int, local: bool) -> bytes:
+    if local:
         slices, _hw, _ls = get(rng.actor.locate.remote(offset, max_bytes, 0, 1, rng.end))
         if not slices:  # the next batch straddles the planned end: locate it alone
             slices, _hw, _ls = get(rng.actor.locate.remote(offset, 1))
         if not slices:
             return b""
-        data = reader.read(slices)
+        data = read_slices(slices)
         if data is not None:
             return data
     data, _hw, _ls = get(rng.actor.fetch.remote(offset, max_bytes))

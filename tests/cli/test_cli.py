@@ -62,6 +62,10 @@ def test_cli_end_to_end_with_restart(data_dir):
         assert sorted(r.stdout.splitlines()) == sorted(b"value-%d" % i for i in range(500))
         r = run(data_dir, "status")
         assert r.returncode == 0 and b"events" in r.stdout
+        # the operator's recovery after a disk error (tests/gateway/test_gw_power_loss.py has the real fault)
+        r = run(data_dir, "partition", "reopen", "events", "0")
+        assert r.returncode == 0, r.stderr
+        assert re.fullmatch(rb"reopened events-0: offsets \[0, \d+\)\n", r.stdout), r.stdout
         r = run(data_dir, "topic", "describe", "events")
         assert b"retention.ms=3600000" in r.stdout
         topic_id = re.search(rb"partitions, id ([0-9a-f-]{36})", r.stdout).group(1)

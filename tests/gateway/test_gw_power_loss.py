@@ -142,7 +142,7 @@ def test_fsync_error_takes_the_partition_offline_until_it_is_reopened(client, ga
             assert p["error_code"] == codes.KAFKA_STORAGE_ERROR
         # The operator's action: reopen the log, which recovers from what the disk holds
         # (a restart of the partition does the same; see the power-loss test above).
-        assert ray.get(client.partition_actor(topic_name, 0).reopen.remote()) == (0, 2)
+        assert client.reopen_partition(topic_name, 0) == (0, 2)  # what `logan-ray partition reopen` runs
         assert [v for _, v in _fetch_everything(gateway, topic_name)] == [b"safe-0", b"safe-1"]
         with Wire(gateway) as w:
             r = _produce(w, topic_name, b"after", -1)

@@ -13,6 +13,7 @@ import struct
 import crc32c
 import kafka.record.default_records as kp
 import numpy as np
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -111,6 +112,12 @@ class Rec(tuple):
         return tuple.__new__(cls, fields)
 
 
+def _as_bytes(cols):
+    def one(x):
+        return tuple(one(v) for v in x) if isinstance(x, tuple) else x if isinstance(x, (int, list)) else bytes(x)
+    return type(cols)(*(one(v) if v is not None else None for v in cols))
+
+
 @SETTINGS
 @given(batch_specs, st.integers(0, 60), st.one_of(st.none(), st.integers(0, 80)))
 def test_tagged_columns_and_raw_scans_agree(specs, start, end):
@@ -122,6 +129,8 @@ def test_tagged_columns_and_raw_scans_agree(specs, start, end):
                                       for r in decode_records(log) if r.offset >= start]
     cc, cp = both(lambda: decode_columns(log, start, end))
     assert cc == cp
+    pooled = decode_columns(log, start, end, alloc=lambda n: pa.allocate_buffer(n, resizable=True))
+    assert _as_bytes(pooled) == cc  # output buffers from a pool: the same bytes
     window = [r for r in decode_records(log) if r.offset >= start and (end is None or r.offset < end)]
     assert cc.rows == len(window)
     assert list(np.frombuffer(cc.offsets, np.int64)) == [r.offset for r in window]
