@@ -105,6 +105,8 @@ class ClosedReads:
         epoch = view.leader_epochs.latest_epoch if view.leader_epochs.latest_epoch >= 0 else leader_epoch
         self.served += 1
         if method == "locate":
+            if len(args) > 6 and args[6] is not None:
+                raise NeedsActor(args)  # a follower's fetch: its leader's actor records its position
             return await self._locate(view, topic, partition, epoch, *args)
         if method == "wait_for_data":
             offset, max_wait_ms = args
@@ -132,7 +134,7 @@ class ClosedReads:
 
     async def _locate(self, view: ClosedLog, topic: str, partition: int, epoch: int, offset: int, max_bytes: int,
                       max_wait_ms: int = 0, min_bytes: int = 1, max_offset: int | None = None,
-                      current_leader_epoch: int = -1):
+                      current_leader_epoch: int = -1, _replica: str | None = None):
         fence(f"{topic}-{partition}", current_leader_epoch, epoch)
         slices = view.locate(offset, max_bytes, max_offset=max_offset)
         if max_wait_ms > 0 and sum(s.length for s in slices) < min_bytes:
