@@ -349,16 +349,20 @@ class PartitionActor:
 
     @passive
     async def locate(self, offset: int, max_bytes: int, max_wait_ms: int = 0, min_bytes: int = 1,
-                     max_offset: int | None = None,
-                     current_leader_epoch: int = -1) -> tuple[list[tuple[str, int, int]], int, int]:
+                     max_offset: int | None = None, current_leader_epoch: int = -1,
+                     replica: str | None = None) -> tuple[list[tuple[str, int, int]], int, int]:
         """File slices for a local server to ``sendfile``: (slices, high_watermark, log_start_offset).
 
         Waits up to ``max_wait_ms`` for ``min_bytes`` of data past ``offset``.
         ``current_leader_epoch``: the client's view (Fetch v9+), fenced as Kafka does.
+        ``replica``: the node id of a follower fetching (a Fetch with ``replica_id``): its
+        offset is its log end (high watermark, ISR) and it reads past the high watermark.
         """
         self._check_leader_epoch(current_leader_epoch)
         started = time.perf_counter()
-        if self._replication is not None:  # consumers see only what every in-sync replica has
+        if replica is not None:
+            await self.replica_fetched(replica, offset)
+        elif self._replication is not None:  # consumers see only what every in-sync replica has
             max_offset = self._high_watermark() if max_offset is None else min(max_offset, self._high_watermark())
         slices = self._log.locate(offset, max_bytes, max_offset=max_offset)
         if max_wait_ms > 0 and sum(s.length for s in slices) < min_bytes:

@@ -14,6 +14,7 @@ or gone) fetches the bytes through the actor instead.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping, Sequence, Union
@@ -26,6 +27,7 @@ from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 
 from logan_ray._ray import get
+from logan_ray.common.errors import NotRunningError, PartitionHibernatedError
 from logan_ray.storage.batch_header import iter_headers
 from logan_ray.storage.errors import CorruptRecordError, OffsetOutOfRangeError
 from logan_ray.storage.slice_reader import read_slices
@@ -198,7 +200,12 @@ def read_range(rng: ReadRange, opts: ReadOptions) -> Iterator[pa.Table]:
     offset = rng.start
     while offset < rng.end:
         try:
-            data = _read_chunk(rng, offset, opts.chunk_bytes, local)
+            try:
+                data = _read_chunk(rng, offset, opts.chunk_bytes, local)
+            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
+                    NotRunningError, PartitionHibernatedError):
+                rng = _reresolved(rng)  # the partition hibernated (or restarted) since planning
+                data = _read_chunk(rng, offset, opts.chunk_bytes, local)
             nxt = _next_offset(data) if data else None
             if not data or nxt is None or nxt <= offset:
                 return  # nothing more below the planned end (e.g. records deleted meanwhile)
@@ -218,6 +225,15 @@ def read_range(rng: ReadRange, opts: ReadOptions) -> Iterator[pa.Table]:
             continue
         offset = nxt
         yield finish_table(table, opts)
+
+
+def _reresolved(rng: ReadRange) -> ReadRange:
+    """The range with the partition's current actor (the router starts it if it hibernated)."""
+    from logan_ray.actors.names import NAMESPACE, ROUTER_NAME
+
+    router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
+    handle, _hibernated = get(router.reactivate.remote(rng.topic, rng.partition, rng.actor._actor_id.hex()))
+    return dataclasses.replace(rng, actor=handle)
 
 
 def _read_chunk(rng: ReadRange, offset: int, max_bytes: int, local: bool) -> bytes:

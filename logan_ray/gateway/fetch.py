@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from logan_ray.protocol import errors as codes
 from logan_ray.storage.file_batches import next_offset_after
 
-from .cluster import Partition, error_code, error_message, ignore_outcome, is_stale_route
+from .cluster import Partition, broker_id, error_code, error_message, ignore_outcome, is_stale_route
 from .meta import leader_endpoints
 from .connection import FileRanges
 from .handler import GatewayContext, HandlerTable
@@ -49,7 +49,8 @@ def _partition_result(index: int, code: int = codes.NONE, hw: int = -1, log_star
 class _Slot:
     """One requested partition and what we found for it so far."""
 
-    __slots__ = ("topic", "index", "offset", "max_bytes", "epoch", "last_fetched_epoch", "part", "result", "slices")
+    __slots__ = ("topic", "index", "offset", "max_bytes", "epoch", "last_fetched_epoch", "part", "result", "slices",
+                 "replica")
 
     def __init__(self, topic: str | None, index: int, offset: int, max_bytes: int, epoch: int = -1,
                  last_fetched_epoch: int = -1) -> None:
@@ -59,6 +60,7 @@ class _Slot:
         self.max_bytes = max_bytes
         self.epoch = epoch  # the client's current_leader_epoch (-1: no fencing)
         self.last_fetched_epoch = last_fetched_epoch
+        self.replica: str | None = None  # node id of the follower fetching (Fetch replica_id >= 0)
         self.part: Partition | None = None
         self.result: dict | None = None  # final answer (error or data)
         self.slices: list = []
@@ -72,15 +74,19 @@ async def _locate(gw: GatewayContext, slot: _Slot, max_bytes: int, max_wait_ms: 
                   ahead: dict | None = None) -> None:
     part = slot.part
     assert part is not None
-    if ahead is not None:
+    if ahead is not None and slot.replica is None:
         found = await _take_ahead(ahead, slot, max_bytes, min_bytes)
         if found is not None:
             slot.slices, hw, log_start = found
             slot.result = _partition_result(slot.index, codes.NONE, hw, log_start)
             return
     try:
-        slices, hw, log_start = await part.call("locate", slot.offset, max_bytes, max_wait_ms, min_bytes, None,
-                                                slot.epoch)
+        if slot.replica is None:
+            slices, hw, log_start = await part.call("locate", slot.offset, max_bytes, max_wait_ms, min_bytes, None,
+                                                    slot.epoch)
+        else:  # a follower: reports its position, reads past the high watermark
+            slices, hw, log_start = await part.call("locate", slot.offset, max_bytes, max_wait_ms, min_bytes, None,
+                                                    slot.epoch, slot.replica)
     except Exception as e:
         code = error_code(e)
         if is_stale_route(e) or code in EPOCH_ERRORS:
@@ -175,6 +181,8 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
         response["error_code"] = codes.INVALID_FETCH_SESSION_EPOCH
         return response
     max_wait = max(0, body["max_wait_ms"])
+    # A follower's fetch names its broker (replica_id, in replica_state from v15); consumers send -1.
+    replica_id = (body.get("replica_state") or {}).get("replica_id", -1) if version >= 15 else body.get("replica_id", -1)
     min_bytes = max(0, body["min_bytes"])
     max_bytes = body.get("max_bytes", INT32_MAX)
     if max_bytes <= 0:
@@ -210,6 +218,8 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
             elif s.last_fetched_epoch >= 0 and await _diverging(gw, s):
                 pass  # answered: no records, the epoch where the fetcher's log diverges
             else:
+                if replica_id >= 0 and len(s.part.replicas) > 1:
+                    s.replica = next((n for n in s.part.replicas[1:] if broker_id(n) == replica_id), None)
                 live.append(s)
     ahead = conn.state.get(_AHEAD)
     if len(live) == 1:
@@ -227,7 +237,7 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
         await _fit(gw, live, max_bytes)
     for s in live:
         await _open(gw, s)
-        if s.result["error_code"] == codes.NONE:
+        if s.result["error_code"] == codes.NONE and s.replica is None:
             try:
                 _read_ahead(conn, s, min(s.max_bytes, max_bytes))
             except OSError:

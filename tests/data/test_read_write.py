@@ -174,3 +174,15 @@ def test_write_columns_as_json_objects_and_explicit_partitions(client, topic_nam
     copy = topic_name + "-copy"
     src = read_topic(topic_name, client=client)
     assert sum(write_topic(src, copy, headers="headers", client=client).values()) == 30
+
+
+def test_a_dataset_planned_before_its_partitions_hibernated_reads_them_after(client, topic_name):
+    from logan_ray.actors.names import NAMESPACE, ROUTER_NAME
+
+    produce(client, topic_name, 30, partitions=2)
+    ds = read_topic(topic_name, client=client)  # planned now: the ranges name the running actors
+    router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
+    for p in range(2):
+        assert ray.get(router.hibernate.remote(topic_name, p, idle_only=False))
+    rows = rows_of(ds)
+    assert len(rows) == 30 and {r["partition"] for r in rows} == {0, 1}

@@ -79,6 +79,30 @@ SCRIPT = textwrap.dedent(
                           "fetch": [fp["error_code"], fp["current_leader"]["leader_id"],
                                     [(e["node_id"], "%%s:%%d" %% (e["host"], e["port"])) for e in fr["node_endpoints"]]]})
         out["wrong"] = wrong
+
+        # A follower's Fetch (replica_id = its broker id) reports its position to the leader and reads
+        # past the high watermark; consumers (replica_id -1) see only up to it.
+        from logan_ray.storage.records import decode_records
+        rep = c.create_topic("rep", partitions=1, replication_factor=2, activate=False)["partitions"][0]
+        lead_gw, follower = out["gateways"][broker_id(rep["node_id"])], broker_id(rep["replicas"][1])
+        def fetch_at(w, offset, replica_id):
+            body = fetch_body("rep", [(0, offset, 1 << 20)])
+            body["replica_id"] = replica_id
+            part = w.call(1, 11, body)["responses"][0]["partitions"][0]
+            return part["error_code"], part["high_watermark"], [r.offset for r in decode_records(part["records"] or b"")]
+        steps = []
+        with Wire(lead_gw) as w:
+            w.call(0, 9, produce_body("rep", 0, build_batch([b"0", b"1", b"2"])))
+            steps.append(fetch_at(w, 0, follower))  # the leader alone in sync: HW 3
+            steps.append(fetch_at(w, 3, follower))  # caught up: joins the ISR
+            w.call(0, 9, produce_body("rep", 0, build_batch([b"3", b"4"])))
+            steps.append(fetch_at(w, 0, -1))  # a consumer: up to the HW only
+            steps.append(fetch_at(w, 3, follower))  # the follower reads past it
+            steps.append(fetch_at(w, 5, follower))  # and moves it
+            steps.append(fetch_at(w, 0, -1))
+        out["replica_fetch"] = steps
+        out["rep_isr"] = [broker_id(n) for n in c.describe_topic("rep")["partitions"][0]["isr"]]
+        out["rep_replicas"] = [broker_id(n) for n in rep["replicas"]]
         out["ends"] = [c.partition_offsets("spread")[i][1] for i in range(3)]
         stats = {}
         for node in endpoints:
@@ -105,6 +129,9 @@ def test_each_node_serves_its_partitions_and_redirects_the_rest():
     assert result["errors"] == []
     assert sum(result["per_partition"]) == 300 and all(result["per_partition"])
     assert result["consumed"]  # from all three nodes, through one bootstrap address
+    assert result["replica_fetch"] == [[0, 3, [0, 1, 2]], [0, 3, []], [0, 3, [0, 1, 2]], [0, 3, [3, 4]],
+                                       [0, 5, []], [0, 5, [0, 1, 2, 3, 4]]]
+    assert result["rep_isr"] == result["rep_replicas"]  # the follower joined the ISR
     assert result["ends"] == result["per_partition"]  # nothing misrouted was written
     for w in result["wrong"]:
         leader = w["expected"]
