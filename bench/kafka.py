@@ -236,7 +236,7 @@ class DelayReader:
     def _run(self) -> None:
         while not self._stop.is_set():
             m = self.consumer.poll(self.poll_s)
-            if m is not None and m.error() is None:
+            if m is not None and m.error() is None and len(m.value()) == 100:  # a stamp, not a warm-up record
                 self.delays.append(time.time_ns() / 1e6 - struct.unpack(">d", m.value()[:8])[0])
 
     def stop(self) -> None:

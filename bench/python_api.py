@@ -79,6 +79,7 @@ def measure(client, topic: str, path: str, value: bytes, args, rates: dict[str, 
     producer.flush()
     rates[f"send ({path})"] = single_n / (time.perf_counter() - t)
     total = n + single_n
+    import logan_ray.data.arrow_records  # noqa: F401  poll_arrow's one-time import (Ray Data, ~0.3 s) not timed
     for how in ("poll", "poll_arrow"):
         consumer = client.consumer(auto_offset_reset="earliest", fetch_max_bytes=8 << 20)
         consumer.assign([(topic, 0)])
