@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import signal
-import time
 import uuid
 from collections import OrderedDict
 from typing import Any
@@ -33,45 +32,40 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from logan_ray.common.errors import (
-    InvalidPartitionsError,
     LeaderNotAvailableError,
     TopicExistsError,
     UnknownPartitionError,
     UnknownTopicError,
 )
-from logan_ray.storage.errors import FencedLeaderEpochError
 from logan_ray.storage.atomic import atomic_write
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.dir_lock import DataDirLock
 from logan_ray.storage.errors import InvalidConfigError
-from logan_ray.storage.partition_dir import claim, delete_partition_dir, sweep_deleted
+from logan_ray.storage.partition_dir import sweep_deleted
 
 from . import replica_placement
 from .broker_dynamic import DynamicConfigs
 from .names import NAMESPACE, ROUTER_NAME, actor_name, cleaner_name
 from .partition import DEFAULT_IDLE_MS, partition_actor_class
 from .partition_feed import PartitionFeed
+from .router_admin import TopicAdmin
+from .router_hibernation import PartitionHibernation, _name_released
+from .router_leaders import LeaderControl
+from .router_watch import NodeWatch
 from .security_meta import SecurityMetadata
-from .topic_names import refuse_internal, validate_topic_name
 
 log = logging.getLogger("logan_ray.router")
 
 METADATA_FILE = "cluster-metadata.json"
 PRODUCER_ID_BLOCK = 1000
 LOCK_WAIT_S = 5.0  # a router restarted after SIGKILL waits this long for its predecessor's lock to drop
-WATCH_INTERVAL_S = 2.0  # how often nodes are checked for partitions to take offline or bring back
-DELETE_TIMEOUT_S = 60.0
-HIBERNATE_TIMEOUT_S = 60.0
-PARTITION_BUDGET_BYTES = 64 << 20  # memory counted per active partition (an actor process: ~64 MiB PSS measured)
-MIN_ACTIVE_PARTITIONS = 64
 ADOPT_CHECK_S = 10.0  # a restarted router waits this long to learn which running actors had hibernated
-HIBERNATED_IDS_KEPT = 100_000  # actor ids that ended by hibernation (callers ask whether a failed call ran)
 #: Topics created before ids were stored got uuid5(namespace, name); kept for them so
 #: clients that cached those ids keep working.
 LEGACY_TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6761-6e2d-7261-792d-746f70696373")
 
 
-class RouterActor(SecurityMetadata, DynamicConfigs):
+class RouterActor(TopicAdmin, LeaderControl, PartitionHibernation, NodeWatch, SecurityMetadata, DynamicConfigs):
     def __init__(self, data_dir: str, *, auto_create_topics: bool = True, num_partitions: int = 1,
                  topic_defaults: dict[str, Any] | None = None, maintenance_interval_s: float = 300.0,
                  cleaner_interval_s: float = 15.0, partition_idle_ms: int | None = None,
@@ -356,102 +350,6 @@ class RouterActor(SecurityMetadata, DynamicConfigs):
         handle = await self.activate(topic, partition)
         return handle, stale_actor_id in self._hibernated_ids
 
-    # ------------------------------------------------------------ hibernation
-    def _cap(self, node_id: str) -> int:
-        """``max.active.partitions`` of a node: the broker setting, else derived from the node's memory
-        (half of Ray's ``memory`` resource at PARTITION_BUDGET_BYTES per active partition)."""
-        if self.max_active_partitions is not None:
-            return self.max_active_partitions
-        cap = self._derived_caps.get(node_id)
-        if cap is None:
-            memory = next((n.get("Resources", {}).get("memory", 0) for n in ray.nodes() if n.get("NodeID") == node_id), 0)
-            cap = self._derived_caps[node_id] = max(MIN_ACTIVE_PARTITIONS, int(memory / 2 / PARTITION_BUDGET_BYTES))
-        return cap
-
-    async def _make_room(self, node_id: str) -> None:
-        """Before activating one more partition on ``node_id``: at its cap, hibernate the least recently
-        used partitions that have no call in flight. When every active partition is busy the cap is
-        exceeded for a while (slow, never an error: their calls end, then they hibernate)."""
-        here = [(k, h) for k, h in self._handles.items()
-                if self._meta["topics"].get(k[0], {}).get("placement", {}).get(str(k[1]), {}).get("node_id") == node_id]
-        excess = len(here) + 1 - self._cap(node_id)
-        if excess <= 0:
-            return
-        usage = await asyncio.gather(*(h.usage.remote() for _k, h in here), return_exceptions=True)
-        idle = sorted((u[1], k) for (k, _h), u in zip(here, usage) if isinstance(u, tuple) and u[0] == 0)
-        for _last_used, key in idle:
-            if excess <= 0:
-                return
-            if await self.hibernate(*key, idle_only=False):
-                excess -= 1
-                log.info("partition %s-%d hibernated to make room on node %s (max.active.partitions)", *key, node_id)
-
-    async def set_max_active_partitions(self, cap: int | None) -> int | None:
-        """Change ``max.active.partitions`` while the broker runs (None: derived from memory); returns the
-        previous value. Not saved: the broker setting wins at the next start."""
-        previous, self.max_active_partitions = self.max_active_partitions, cap if cap and cap > 0 else None
-        return previous
-
-    async def set_partition_idle_ms(self, idle_ms: int) -> int:
-        """Change ``partition.idle.ms`` while the broker runs (not saved: the broker setting wins at the
-        next start); every active partition hears of it. Returns the previous value."""
-        if not isinstance(idle_ms, int) or idle_ms < 1:
-            raise InvalidConfigError(f"partition.idle.ms must be a positive number of ms, got {idle_ms!r}")
-        previous, self.partition_idle_ms = self.partition_idle_ms, idle_ms
-        await asyncio.gather(*(h.set_idle_ms.remote(idle_ms) for h in list(self._handles.values())),
-                             return_exceptions=True)
-        return previous
-
-    async def hibernate(self, topic: str, partition: int, topic_id: str | None = None, idle_only: bool = True) -> bool:
-        """Hibernate a partition: its actor closes its log cleanly (only if nothing is in flight, and
-        with ``idle_only`` only if idle for ``partition.idle.ms``), then it is stopped; the next use
-        activates it again. True when it hibernated.
-
-        Called by a partition actor whose idle time ran out, and by the router itself (the cap on
-        active partitions). While it runs the partition is neither active nor startable: an
-        activation waits for the old actor to be gone, so two actors never own one folder.
-        """
-        key = (topic, partition)
-        handle = self._handles.get(key)
-        t = self._meta["topics"].get(topic)
-        if handle is None or t is None or key in self._activating or key in self._hibernating:
-            return False
-        if topic_id is not None and t["topic_id"] != topic_id:
-            return False
-        done = self._hibernating[key] = asyncio.get_running_loop().create_future()
-        del self._handles[key]
-        try:
-            try:
-                closed = await asyncio.wait_for(handle.hibernate.remote(idle_only), HIBERNATE_TIMEOUT_S)
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
-                # It died meanwhile (a crash): Ray restarts it, and it recovers its log: still active.
-                log.warning("partition %s-%d died while hibernating (%s); it stays active", topic, partition, e)
-                closed = False
-            except Exception as e:  # the log failed to close (disk error): restart it, it recovers
-                log.warning("partition %s-%d failed to hibernate (%s); restarting it", topic, partition, e)
-                ray.kill(handle, no_restart=False)
-                closed = False
-            if not closed:
-                if topic in self._meta["topics"]:
-                    self._handles[key] = handle
-                return False
-            self._hibernated_ids[handle._actor_id.hex()] = None
-            while len(self._hibernated_ids) > HIBERNATED_IDS_KEPT:
-                self._hibernated_ids.popitem(last=False)
-            ray.kill(handle, no_restart=True)
-            await _name_released(actor_name(topic, partition))
-            self._feed.publish(t["placement"][str(partition)]["node_id"], topic, partition, None)
-            log.info("partition %s-%d hibernated", topic, partition)
-            return True
-        finally:
-            del self._hibernating[key]
-            done.set_result(None)
-
-    async def partition_changes(self, node_id: str, feed_id: str | None, since: int, timeout_s: float = 30.0):
-        """Partitions of ``node_id`` started or hibernated after sequence ``since`` (a gateway waits here);
-        see ``actors/partition_feed.py``."""
-        return await self._feed.changes(node_id, feed_id, since, timeout_s)
-
     def _is_offline(self, topic: str, partition: int) -> bool:
         if (topic, partition) in self._handles:
             return False
@@ -474,230 +372,6 @@ class RouterActor(SecurityMetadata, DynamicConfigs):
             raise UnknownTopicError(f"partition {topic}-{partition} of topic id {topic_id} does not exist "
                                     "(deleted, or another topic of that name)")
         return t
-
-    async def open_partition(self, topic: str, partition: int, topic_id: str, incarnation: str,
-                             log_epoch: int = -1, clean: bool = False) -> dict[str, Any]:
-        """What a starting partition actor needs: its config and its leader epoch.
-
-        ``incarnation`` names this start of the actor (one per ``__init__``/reopen): a new one
-        bumps the epoch (the first one of a new partition takes epoch 0), saved before the
-        answer; the same one again (Ray retrying this call) gets the same epoch. The epoch is
-        also made larger than ``log_epoch``, the newest epoch the partition's files hold,
-        so metadata older than the log can never hand out an epoch already used. ``clean``: the
-        folder was closed cleanly (its clean-shutdown marker: hibernation, a clean stop), so
-        the same leader starts again on the same files and keeps its epoch.
-        """
-        t = self._existing(topic, partition, topic_id)
-        leader = self._leader(t, partition)
-        if clean and leader["incarnation"] is not None and log_epoch <= leader["epoch"]:
-            # A hibernated (or cleanly stopped) partition woken on the same node by the same
-            # leader: its log is exactly what it acknowledged, nothing was truncated, so as in
-            # Kafka (the epoch changes with leadership only) it keeps its epoch, and clients
-            # are not fenced by a wake. Nothing to save: any incarnation gets this epoch.
-            leader["incarnation"] = incarnation
-        elif leader["incarnation"] != incarnation:
-            epoch = leader["epoch"] + (0 if leader["incarnation"] is None else 1)
-            if log_epoch >= epoch:
-                epoch = log_epoch + 1
-            bumped = epoch != leader["epoch"]
-            leader.update(epoch=epoch, incarnation=incarnation)
-            if bumped:  # a first start keeps epoch 0: nothing to save (a lost incarnation only means
-                # the next start bumps, as its checkpoint already holds epoch 0 then: log_epoch)
-                await self._save_soon()
-            log.info("partition %s-%d: leader epoch %d", topic, partition, epoch)
-        return {"config": self._effective(t).to_dict(), "leader_epoch": leader["epoch"],
-                "isr": replica_placement.isr_of(t, partition), "replicas": replica_placement.replicas_of(t, partition),
-                **self._producer_settings(t["placement"][str(partition)]["node_id"])}
-
-    async def alter_isr(self, topic: str, partition: int, leader_epoch: int, isr: list[str]) -> list[str]:
-        """A leader's ISR change (Kafka's AlterPartition), saved before the answer; returns the ISR now stored.
-
-        Only the leader of the current epoch may change it (a zombie of an older epoch gets
-        FencedLeaderEpochError); the ISR must be replicas of the partition, the leader among them.
-        The same change asked again (Ray retrying) is answered the same.
-        """
-        t = self._topic(topic)
-        rec = self._leader(t, partition)
-        if rec["epoch"] != leader_epoch:
-            raise FencedLeaderEpochError(f"partition {topic}-{partition}: ISR change from leader epoch "
-                                         f"{leader_epoch}, the current epoch is {rec['epoch']}")
-        replicas = replica_placement.replicas_of(t, partition)
-        if not isr or isr[0] != replicas[0] or not set(isr) <= set(replicas) or len(set(isr)) != len(isr):
-            raise ValueError(f"partition {topic}-{partition}: ISR {isr} is not the leader plus replicas of {replicas}")
-        if rec.get("isr") != isr:
-            rec["isr"] = list(isr)
-            await self._save_soon()
-            log.info("partition %s-%d: ISR %s", topic, partition, isr)
-        return list(rec["isr"])
-
-    @staticmethod
-    def _leader(t: dict[str, Any], partition: int) -> dict[str, Any]:
-        """{"epoch", "incarnation"} of a partition's leader (epoch 0, none yet, for metadata from before epochs)."""
-        return t.setdefault("leaders", {}).setdefault(str(partition), {"epoch": 0, "incarnation": None})
-
-    def _epoch(self, t: dict[str, Any], partition: int) -> int:
-        return t.get("leaders", {}).get(str(partition), {}).get("epoch", 0)
-
-    async def _save_soon(self) -> None:
-        """Save the metadata once for every change made before the save starts (a group commit).
-
-        Many partitions start at once (a broker restart, a topic's first use); each must
-        have its epoch on disk before it is answered, but one write can cover them all.
-        """
-        fut = self._pending_save
-        if fut is None:
-            loop = asyncio.get_running_loop()
-            fut = self._pending_save = loop.create_future()
-            loop.call_soon(self._save_pending)
-        await asyncio.shield(fut)
-
-    def _save_pending(self) -> None:
-        fut, self._pending_save = self._pending_save, None
-        try:
-            self._save()
-        except BaseException as e:  # noqa: BLE001 - every waiter gets the error
-            fut.set_exception(e)
-        else:
-            fut.set_result(None)
-
-    # ------------------------------------------------------------ node watch
-    def _watching(self) -> None:
-        if self._watch is None or self._watch.done():
-            self._watch = asyncio.get_running_loop().create_task(self._watch_nodes())
-        if self._retention is None or self._retention.done():
-            self._retention = asyncio.get_running_loop().create_task(self._retention_rounds())
-
-    async def _retention_rounds(self) -> None:
-        while True:
-            await asyncio.sleep(self.maintenance_interval_s)
-            try:
-                await self.retention_pass()
-            except Exception:
-                log.exception("router: retention pass over inactive partitions failed")
-
-    async def retention_pass(self) -> list[tuple[str, int]]:
-        """Retention for inactive partitions without a process each: per node, one task reads their
-        folders' file names, sizes and time indexes (``closed_folder_due``); only the partitions with
-        a segment to delete are activated, apply their retention and hibernate again. Returns those.
-
-        Runs every ``maintenance_interval_s`` (the interval active partitions check retention at);
-        active partitions apply retention themselves.
-        """
-        by_node: dict[str, list[tuple[str, int, str, dict[str, str]]]] = {}
-        for topic, t in list(self._meta["topics"].items()):
-            cfg = self._effective(t)
-            if not cfg.deletes or (cfg.retention_ms < 0 and cfg.retention_bytes < 0):
-                continue
-            for p in range(t["partitions"]):
-                key = (topic, p)
-                if key in self._handles or key in self._activating or key in self._hibernating \
-                        or self._is_offline(topic, p):
-                    continue
-                by_node.setdefault(t["placement"][str(p)]["node_id"], []).append(
-                    (topic, p, self._dir(topic, p), cfg.to_dict()))
-        nodes = list(by_node)
-        answers = await asyncio.gather(*(_retention_due.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(
-            [(d, c) for _t, _p, d, c in by_node[node]]) for node in nodes), return_exceptions=True)
-        due = []
-        for node, answer in zip(nodes, answers):
-            if isinstance(answer, BaseException):
-                log.warning("retention check of inactive partitions on node %s failed: %s", node, answer)
-                continue
-            due += [(t, p) for (t, p, _d, _c), yes in zip(by_node[node], answer) if yes]
-        for topic, p in due:
-            try:
-                handle = await self._activate(topic, p)
-                deleted = await handle.apply_retention.remote()
-                log.info("retention of inactive partition %s-%d: %d segments deleted", topic, p, deleted)
-                await self.hibernate(topic, p, idle_only=False)
-            except Exception as e:  # deleted meanwhile, its node gone...: the next round sees it again
-                log.warning("retention of inactive partition %s-%d failed: %s", topic, p, e)
-        return due
-
-    async def _watch_nodes(self) -> None:
-        """Take partitions offline when their node dies, bring them back when it returns, and finish
-        deletions that waited for a node."""
-        while True:
-            try:
-                await self._check_nodes()
-            except Exception:
-                log.exception("router: node check failed")
-            await asyncio.sleep(WATCH_INTERVAL_S)
-
-    async def _check_nodes(self) -> None:
-        self._refresh_nodes()
-        async with self._lock:
-            changed = False
-            for (topic, p) in list(self._handles):
-                place = self._meta["topics"][topic]["placement"][str(p)]
-                if place["node_id"] not in self._alive:
-                    changed |= self._place(topic, p, self._meta["topics"][topic])
-                    self._spawn(topic, p, self._meta["topics"][topic])  # offline, or back at the same address
-            for (topic, p) in list(self._offline):
-                t = self._meta["topics"].get(topic)
-                if t is None:
-                    self._offline.pop((topic, p), None)
-                    continue
-                changed |= self._place(topic, p, t)
-                if self._spawn(topic, p, t) is not None:
-                    log.info("partition %s-%d is back on node %s", topic, p, t["placement"][str(p)]["node_id"])
-            if changed:
-                self._save()
-            if self._meta["deleting"]:
-                await self._finish_deletions()
-
-    # -------------------------------------------------------------- deletion
-    async def _finish_deletions(self, name: str | None = None) -> None:
-        """Carry out the recorded deletions (of ``name``, or all) whose node is up. Caller holds the lock."""
-        todo = [e for e in self._meta["deleting"] if name is None or e["topic"] == name]
-        if not todo:
-            return
-        done = await asyncio.gather(*(self._delete_partition(e) for e in todo), return_exceptions=True)
-        finished = [e for e, ok in zip(todo, done) if ok is True]
-        for e, ok in zip(todo, done):
-            if isinstance(ok, BaseException):
-                log.warning("deleting partition %s-%d failed (will retry): %s", e["topic"], e["partition"], ok)
-        if finished:
-            self._meta["deleting"] = [e for e in self._meta["deleting"] if e not in finished]
-            self._save()
-
-    async def _delete_partition(self, e: dict[str, Any]) -> bool:
-        """Remove one deleted partition's actor and folder, on its node; False while the node is gone."""
-        topic, p = e["topic"], e["partition"]
-        name = actor_name(topic, p)
-        self._offline.pop((topic, p), None)
-        handle = self._handles.pop((topic, p), None)
-        place = self._resolve_node(e)
-        if place is None:
-            return False
-        if handle is None:
-            try:
-                handle = ray.get_actor(name, namespace=NAMESPACE)
-            except ValueError:
-                handle = None
-        removed = False
-        if handle is not None:
-            try:
-                topic_id, _node = await asyncio.wait_for(handle.identity.remote(), DELETE_TIMEOUT_S)
-            except Exception:  # dead or stuck: its folder is removed below
-                topic_id = e["topic_id"]
-            if topic_id != e["topic_id"]:
-                handle = None  # a newer topic of the same name: not ours to stop
-            else:
-                try:
-                    await asyncio.wait_for(handle.delete.remote(), DELETE_TIMEOUT_S)
-                    removed = True
-                except Exception as exc:
-                    log.info("partition %s-%d did not delete its folder itself (%s); removing it", topic, p, exc)
-                ray.kill(handle, no_restart=True)
-                await _name_released(name)
-        if not removed:
-            directory = os.path.join(self.data_dir, f"{topic}-{p}")
-            await _remove_partition_dir.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(place["node_id"], soft=False),
-            ).remote(directory, e["topic_id"])
-        return True
 
     # -------------------------------------------------------------- cleaners
     def _ensure_cleaner(self, node_id: str):
@@ -737,122 +411,6 @@ class RouterActor(SecurityMetadata, DynamicConfigs):
 
     async def cleaners(self) -> dict[str, Any]:
         return dict(self._cleaners)
-
-    # ------------------------------------------------------------------ admin
-    @staticmethod
-    def _new_topic(partitions: int, overrides: dict[str, str]) -> dict[str, Any]:
-        # A fresh random id, as Kafka assigns: a topic deleted and created again under the
-        # same name is a different topic to clients that address it by id.
-        return {"partitions": partitions, "config": overrides, "placement": {}, "created_ms": int(time.time() * 1000),
-                "topic_id": str(uuid.uuid4())}
-
-    async def create_topic(self, name: str, partitions: int | None = None, config: dict[str, Any] | None = None,
-                           replication_factor: int = -1, validate_only: bool = False) -> dict[str, Any]:
-        self._watching()
-        validate_topic_name(name)
-        partitions = self.num_partitions if partitions in (None, -1) else partitions
-        if not isinstance(partitions, int) or partitions < 1:
-            raise InvalidPartitionsError(f"number of partitions must be at least 1, got {partitions!r}")
-        factor = replica_placement.resolve_factor(replication_factor, self.default_replication_factor,
-                                                  len(self._refresh_nodes()))
-        overrides = {k: str(v) for k, v in (config or {}).items()}
-        TopicConfig.from_dict({**self.topic_defaults, **overrides})  # validate before touching anything
-        async with self._lock:
-            if name in self._meta["topics"]:
-                raise TopicExistsError(f"topic {name!r} already exists")
-            if validate_only:
-                return {"name": name, "partitions": partitions, "config": overrides, "replication_factor": factor}
-            await self._finish_deletions(name)  # an earlier topic of this name goes completely first
-            self._refresh_nodes()
-            factor = replica_placement.resolve_factor(factor, 1, len(self._alive))  # a node may have gone meanwhile
-            t = self._new_topic(partitions, overrides)
-            if factor > 1:
-                t["replication_factor"] = factor
-            self._meta["topics"][name] = t
-            self._place_new(name, t, range(partitions))
-            self._save()  # durable first; partitions start on first need (lazy activation)
-            await self._make_folders(name, t, range(partitions))
-        return self._describe(name)
-
-    def _place_new(self, name: str, t: dict[str, Any], partitions: range) -> None:
-        """Place new partitions: the leader (``_place``), then its followers on other nodes."""
-        factor = replica_placement.replication_factor(t)
-        load = replica_placement.replica_load(self._meta["topics"].values(), self._alive) if factor > 1 else {}
-        for p in partitions:
-            self._place(name, p, t)
-            replica_placement.assign_replicas(self._leader(t, p), t["placement"][str(p)], factor, self._alive, load)
-
-    async def _make_folders(self, name: str, t: dict[str, Any], partitions: range) -> None:
-        """Create the folders (with their topic id) of new partitions placed on this node; a partition
-        on another node gets its folder when it first starts (its actor claims it then)."""
-        here = ray.get_runtime_context().get_node_id()
-        local = [p for p in partitions if t["placement"][str(p)]["node_id"] == here]
-
-        def make() -> None:
-            for p in local:
-                claim(self._dir(name, p), t["topic_id"])
-        await asyncio.to_thread(make)
-
-    async def delete_topic(self, name: str) -> None:
-        """Record the deletion durably, then remove each partition (rename to ``-delete``, then remove)
-        on its node, all under the lock; a partition whose node is gone is removed when it returns."""
-        refuse_internal(name, "delete")
-        self._watching()
-        async with self._lock:
-            t = self._meta["topics"].get(name)
-            if t is None:
-                raise UnknownTopicError(f"topic {name!r} does not exist")
-            del self._meta["topics"][name]
-            self._meta["deleting"] += [{"topic": name, "partition": p, "topic_id": t["topic_id"],
-                                        **t["placement"][str(p)]} for p in range(t["partitions"])]
-            self._save()
-            self._crash_point("deletion-recorded")
-            await self._finish_deletions(name)
-
-    async def create_partitions(self, name: str, total: int, validate_only: bool = False) -> dict[str, Any]:
-        refuse_internal(name, "add partitions to")
-        async with self._lock:
-            t = self._topic(name)
-            if not isinstance(total, int) or total <= t["partitions"]:
-                raise InvalidPartitionsError(
-                    f"topic {name!r} has {t['partitions']} partitions; the new count must be larger, got {total!r}")
-            if not validate_only:
-                self._refresh_nodes()
-                old = t["partitions"]
-                replica_placement.resolve_factor(replica_placement.replication_factor(t), 1, len(self._alive))
-                self._place_new(name, t, range(old, total))
-                t["partitions"] = total
-                self._save()
-                await self._make_folders(name, t, range(old, total))
-        return self._describe(name)
-
-    async def alter_config(self, name: str, changes: dict[str, Any], incremental: bool = True,
-                           validate_only: bool = False) -> dict[str, str]:
-        """Set (or with value None, remove) overrides; non-incremental replaces them all, as AlterConfigs does.
-
-        Saved before the partitions hear of it: a partition that restarts meanwhile reads the new config.
-        """
-        refuse_internal(name, "alter the configs of")
-        async with self._lock:
-            t = self._topic(name)
-            overrides = dict(t.get("config", {})) if incremental else {}
-            for k, v in changes.items():
-                if v is None:
-                    overrides.pop(k, None)
-                else:
-                    overrides[k] = str(v)
-            effective = TopicConfig.from_dict({**self.topic_defaults, **overrides})
-            if validate_only:
-                return overrides
-            t["config"] = overrides
-            self._save()
-        handles = [self._handles[(name, p)] for p in range(t["partitions"]) if (name, p) in self._handles]
-        await asyncio.gather(*(h.reconfigure.remote(effective.to_dict()) for h in handles), return_exceptions=True)
-        if effective.compacts:
-            for p in range(t["partitions"]):
-                if (name, p) in self._handles:
-                    self._ensure_cleaner(t["placement"][str(p)]["node_id"])
-        return overrides
 
     # ---------------------------------------------------------------- lookups
     def _topic(self, name: str) -> dict[str, Any]:
@@ -1060,32 +618,6 @@ def _has_data(directory: str) -> bool:
 
 def _handle_or_none(result: Any, node_id: str) -> tuple[Any, str]:
     return (None, node_id) if isinstance(result, BaseException) else (result, node_id)
-
-
-async def _name_released(name: str, timeout: float = 30.0) -> None:
-    """Wait until a killed actor's name is free, so the next one of that name is a new actor."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            ray.get_actor(name, namespace=NAMESPACE)
-        except ValueError:
-            return
-        await asyncio.sleep(0.05)
-
-
-@ray.remote(num_cpus=0, max_retries=1)
-def _retention_due(items: list[tuple[str, dict[str, str]]]) -> list[bool]:
-    """Runs on a node: for each (inactive partition folder, effective topic config), is retention due?"""
-    from logan_ray.storage.retention import closed_folder_due
-
-    now_ms = int(time.time() * 1000)
-    return [closed_folder_due(directory, TopicConfig.from_dict(config), now_ms) for directory, config in items]
-
-
-@ray.remote(num_cpus=0, max_retries=3)
-def _remove_partition_dir(directory: str, topic_id: str) -> bool:
-    """Runs on the partition's node: remove its folder if it still belongs to topic ``topic_id``."""
-    return delete_partition_dir(directory, topic_id)
 
 
 def router_actor_class():

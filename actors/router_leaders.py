@@ -1,0 +1,103 @@
+"""The controller's leader state: epochs, incarnations and the ISR of every partition.
+
+A mixin of RouterActor. Every change is saved (group-committed) before the caller
+is told it, and every call is idempotent, since Ray may retry it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from logan_ray.storage.errors import FencedLeaderEpochError
+
+from . import replica_placement
+
+log = logging.getLogger("logan_ray.router")
+
+
+class LeaderControl:
+    async def open_partition(self, topic: str, partition: int, topic_id: str, incarnation: str,
+                             log_epoch: int = -1, clean: bool = False) -> dict[str, Any]:
+        """What a starting partition actor needs: its config and its leader epoch.
+
+        ``incarnation`` names this start of the actor (one per ``__init__``/reopen): a new one
+        bumps the epoch (the first one of a new partition takes epoch 0), saved before the
+        answer; the same one again (Ray retrying this call) gets the same epoch. The epoch is
+        also made larger than ``log_epoch``, the newest epoch the partition's files hold,
+        so metadata older than the log can never hand out an epoch already used. ``clean``: the
+        folder was closed cleanly (its clean-shutdown marker: hibernation, a clean stop), so
+        the same leader starts again on the same files and keeps its epoch.
+        """
+        t = self._existing(topic, partition, topic_id)
+        leader = self._leader(t, partition)
+        if clean and leader["incarnation"] is not None and log_epoch <= leader["epoch"]:
+            # A hibernated (or cleanly stopped) partition woken on the same node by the same
+            # leader: its log is exactly what it acknowledged, nothing was truncated, so as in
+            # Kafka (the epoch changes with leadership only) it keeps its epoch, and clients
+            # are not fenced by a wake. Nothing to save: any incarnation gets this epoch.
+            leader["incarnation"] = incarnation
+        elif leader["incarnation"] != incarnation:
+            epoch = leader["epoch"] + (0 if leader["incarnation"] is None else 1)
+            if log_epoch >= epoch:
+                epoch = log_epoch + 1
+            bumped = epoch != leader["epoch"]
+            leader.update(epoch=epoch, incarnation=incarnation)
+            if bumped:  # a first start keeps epoch 0: nothing to save (a lost incarnation only means
+                # the next start bumps, as its checkpoint already holds epoch 0 then: log_epoch)
+                await self._save_soon()
+            log.info("partition %s-%d: leader epoch %d", topic, partition, epoch)
+        return {"config": self._effective(t).to_dict(), "leader_epoch": leader["epoch"],
+                "isr": replica_placement.isr_of(t, partition), "replicas": replica_placement.replicas_of(t, partition),
+                **self._producer_settings(t["placement"][str(partition)]["node_id"])}
+
+    async def alter_isr(self, topic: str, partition: int, leader_epoch: int, isr: list[str]) -> list[str]:
+        """A leader's ISR change (Kafka's AlterPartition), saved before the answer; returns the ISR now stored.
+
+        Only the leader of the current epoch may change it (a zombie of an older epoch gets
+        FencedLeaderEpochError); the ISR must be replicas of the partition, the leader among them.
+        The same change asked again (Ray retrying) is answered the same.
+        """
+        t = self._topic(topic)
+        rec = self._leader(t, partition)
+        if rec["epoch"] != leader_epoch:
+            raise FencedLeaderEpochError(f"partition {topic}-{partition}: ISR change from leader epoch "
+                                         f"{leader_epoch}, the current epoch is {rec['epoch']}")
+        replicas = replica_placement.replicas_of(t, partition)
+        if not isr or isr[0] != replicas[0] or not set(isr) <= set(replicas) or len(set(isr)) != len(isr):
+            raise ValueError(f"partition {topic}-{partition}: ISR {isr} is not the leader plus replicas of {replicas}")
+        if rec.get("isr") != isr:
+            rec["isr"] = list(isr)
+            await self._save_soon()
+            log.info("partition %s-%d: ISR %s", topic, partition, isr)
+        return list(rec["isr"])
+
+    @staticmethod
+    def _leader(t: dict[str, Any], partition: int) -> dict[str, Any]:
+        """{"epoch", "incarnation"} of a partition's leader (epoch 0, none yet, for metadata from before epochs)."""
+        return t.setdefault("leaders", {}).setdefault(str(partition), {"epoch": 0, "incarnation": None})
+
+    def _epoch(self, t: dict[str, Any], partition: int) -> int:
+        return t.get("leaders", {}).get(str(partition), {}).get("epoch", 0)
+
+    async def _save_soon(self) -> None:
+        """Save the metadata once for every change made before the save starts (a group commit).
+
+        Many partitions start at once (a broker restart, a topic's first use); each must
+        have its epoch on disk before it is answered, but one write can cover them all.
+        """
+        fut = self._pending_save
+        if fut is None:
+            loop = asyncio.get_running_loop()
+            fut = self._pending_save = loop.create_future()
+            loop.call_soon(self._save_pending)
+        await asyncio.shield(fut)
+
+    def _save_pending(self) -> None:
+        fut, self._pending_save = self._pending_save, None
+        try:
+            self._save()
+        except BaseException as e:  # noqa: BLE001 - every waiter gets the error
+            fut.set_exception(e)
+        else:
+            fut.set_result(None)

@@ -1,0 +1,117 @@
+"""Node watch and retention rounds: what the router does on its own, every few seconds.
+
+A mixin of RouterActor: partitions of a gone node go offline and come back with it;
+inactive partitions are checked for retention without starting their actors.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from logan_ray.storage.config import TopicConfig
+
+
+log = logging.getLogger("logan_ray.router")
+WATCH_INTERVAL_S = 2.0  # how often nodes are checked for partitions to take offline or bring back
+
+
+class NodeWatch:
+    # ------------------------------------------------------------ node watch
+    def _watching(self) -> None:
+        if self._watch is None or self._watch.done():
+            self._watch = asyncio.get_running_loop().create_task(self._watch_nodes())
+        if self._retention is None or self._retention.done():
+            self._retention = asyncio.get_running_loop().create_task(self._retention_rounds())
+
+    async def _retention_rounds(self) -> None:
+        while True:
+            await asyncio.sleep(self.maintenance_interval_s)
+            try:
+                await self.retention_pass()
+            except Exception:
+                log.exception("router: retention pass over inactive partitions failed")
+
+    async def retention_pass(self) -> list[tuple[str, int]]:
+        """Retention for inactive partitions without a process each: per node, one task reads their
+        folders' file names, sizes and time indexes (``closed_folder_due``); only the partitions with
+        a segment to delete are activated, apply their retention and hibernate again. Returns those.
+
+        Runs every ``maintenance_interval_s`` (the interval active partitions check retention at);
+        active partitions apply retention themselves.
+        """
+        by_node: dict[str, list[tuple[str, int, str, dict[str, str]]]] = {}
+        for topic, t in list(self._meta["topics"].items()):
+            cfg = self._effective(t)
+            if not cfg.deletes or (cfg.retention_ms < 0 and cfg.retention_bytes < 0):
+                continue
+            for p in range(t["partitions"]):
+                key = (topic, p)
+                if key in self._handles or key in self._activating or key in self._hibernating \
+                        or self._is_offline(topic, p):
+                    continue
+                by_node.setdefault(t["placement"][str(p)]["node_id"], []).append(
+                    (topic, p, self._dir(topic, p), cfg.to_dict()))
+        nodes = list(by_node)
+        answers = await asyncio.gather(*(_retention_due.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(
+            [(d, c) for _t, _p, d, c in by_node[node]]) for node in nodes), return_exceptions=True)
+        due = []
+        for node, answer in zip(nodes, answers):
+            if isinstance(answer, BaseException):
+                log.warning("retention check of inactive partitions on node %s failed: %s", node, answer)
+                continue
+            due += [(t, p) for (t, p, _d, _c), yes in zip(by_node[node], answer) if yes]
+        for topic, p in due:
+            try:
+                handle = await self._activate(topic, p)
+                deleted = await handle.apply_retention.remote()
+                log.info("retention of inactive partition %s-%d: %d segments deleted", topic, p, deleted)
+                await self.hibernate(topic, p, idle_only=False)
+            except Exception as e:  # deleted meanwhile, its node gone...: the next round sees it again
+                log.warning("retention of inactive partition %s-%d failed: %s", topic, p, e)
+        return due
+
+    async def _watch_nodes(self) -> None:
+        """Take partitions offline when their node dies, bring them back when it returns, and finish
+        deletions that waited for a node."""
+        while True:
+            try:
+                await self._check_nodes()
+            except Exception:
+                log.exception("router: node check failed")
+            await asyncio.sleep(WATCH_INTERVAL_S)
+
+    async def _check_nodes(self) -> None:
+        self._refresh_nodes()
+        async with self._lock:
+            changed = False
+            for (topic, p) in list(self._handles):
+                place = self._meta["topics"][topic]["placement"][str(p)]
+                if place["node_id"] not in self._alive:
+                    changed |= self._place(topic, p, self._meta["topics"][topic])
+                    self._spawn(topic, p, self._meta["topics"][topic])  # offline, or back at the same address
+            for (topic, p) in list(self._offline):
+                t = self._meta["topics"].get(topic)
+                if t is None:
+                    self._offline.pop((topic, p), None)
+                    continue
+                changed |= self._place(topic, p, t)
+                if self._spawn(topic, p, t) is not None:
+                    log.info("partition %s-%d is back on node %s", topic, p, t["placement"][str(p)]["node_id"])
+            if changed:
+                self._save()
+            if self._meta["deleting"]:
+                await self._finish_deletions()
+
+
+@ray.remote(num_cpus=0, max_retries=1)
+def _retention_due(items: list[tuple[str, dict[str, str]]]) -> list[bool]:
+    """Runs on a node: for each (inactive partition folder, effective topic config), is retention due?"""
+    from logan_ray.storage.retention import closed_folder_due
+
+    now_ms = int(time.time() * 1000)
+    return [closed_folder_due(directory, TopicConfig.from_dict(config), now_ms) for directory, config in items]
