@@ -89,3 +89,25 @@ def gateway(client) -> str:
     endpoints = start_gateways("127.0.0.1", _free_port_below_ephemeral_range(), nodes=[here])
     yield endpoints[here]
     stop_gateways([here])
+
+
+@pytest.fixture
+def short_partition_idle(client):
+    """``partition.idle.ms`` of 300 ms (partitions hibernate fast); the broker's value back afterwards.
+
+    Yields the router. It is looked up again at the end, since a test may have replaced it.
+    """
+    import ray
+
+    from logan_ray.actors.names import NAMESPACE, ROUTER_NAME
+
+    router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
+    previous = ray.get(router.set_partition_idle_ms.remote(SHORT_IDLE_MS))
+    try:
+        yield router
+    finally:
+        ray.get(ray.get_actor(ROUTER_NAME, namespace=NAMESPACE).set_partition_idle_ms.remote(previous))
+
+
+SHORT_IDLE_MS = 300
+

@@ -14,18 +14,13 @@ from ray.util.state import list_actors
 
 from logan_ray.actors.names import NAMESPACE, ROUTER_NAME
 
-IDLE_MS = 300
+IDLE_MS = 300  # as the short_partition_idle fixture (tests/conftest.py) sets it
 
 
 @pytest.fixture(autouse=True)
-def short_idle(client):
-    """``partition.idle.ms`` of 300 ms for these tests, the broker's value back afterwards."""
-    router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
-    previous = ray.get(router.set_partition_idle_ms.remote(IDLE_MS))
-    try:
-        yield
-    finally:  # looked up again: a test may have replaced the router
-        ray.get(ray.get_actor(ROUTER_NAME, namespace=NAMESPACE).set_partition_idle_ms.remote(previous))
+def short_idle(short_partition_idle):
+    """Every test here runs with ``partition.idle.ms`` of 300 ms (tests/conftest.py)."""
+    return short_partition_idle
 
 
 def live_partition_actors(topic: str) -> set[str]:

@@ -12,19 +12,14 @@ import ray
 from confluent_kafka import Consumer, Producer, TopicPartition
 from ray.util.state import list_actors
 
-from logan_ray.actors.names import NAMESPACE, ROUTER_NAME
+from logan_ray.actors.names import NAMESPACE
 
-IDLE_MS = 300
 
 
 @pytest.fixture(autouse=True)
-def short_idle(client):
-    router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
-    previous = ray.get(router.set_partition_idle_ms.remote(IDLE_MS))
-    try:
-        yield router
-    finally:
-        ray.get(ray.get_actor(ROUTER_NAME, namespace=NAMESPACE).set_partition_idle_ms.remote(previous))
+def short_idle(short_partition_idle):
+    """Every test here runs with ``partition.idle.ms`` of 300 ms (tests/conftest.py)."""
+    return short_partition_idle
 
 
 def live_actors(topic: str) -> set[int]:
