@@ -31,6 +31,7 @@ from logan_ray.storage.producer_state import DEFAULT_EXPIRATION_MS, OutOfOrderSe
 
 from .channel import ChannelServer, serve_channel
 from .group_commit import GroupCommit
+from .isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS
 from .leader_replication import LeaderReplication
 from .metrics import PartitionMetrics
 from .names import NAMESPACE
@@ -296,7 +297,8 @@ class PartitionActor:
         lr = LeaderReplication(f"{self.topic}-{self.partition}", _router(self._router_name), self.topic,
                                self.partition, replicas[0], replicas, opened.get("isr") or [replicas[0]],
                                log_start=self._log.log_start_offset, log_end=lambda: self._log.log_end_offset,
-                               epoch=self._leader_epoch)
+                               epoch=self._leader_epoch,
+                               lag_max_ms=opened.get("replica_lag_time_max_ms") or DEFAULT_REPLICA_LAG_TIME_MAX_MS)
         return lr
 
     def _high_watermark(self) -> int:

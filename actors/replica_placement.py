@@ -13,6 +13,8 @@ replication existed. Pure functions, no Ray: the router calls them under its loc
 """
 from __future__ import annotations
 
+import os
+
 from typing import Any, Iterable
 
 from logan_ray.common.errors import InvalidReplicationFactorError
@@ -94,3 +96,9 @@ def isr_of(t: dict[str, Any], partition: int) -> list[str]:
 
 def replication_factor(t: dict[str, Any]) -> int:
     return int(t.get("replication_factor", 1))
+
+
+def follower_dir(data_dir: str, node_id: str, topic: str, partition: int) -> str:
+    """A follower replica's folder: apart from the leader's ``<data-dir>/<topic>-<partition>``, so
+    that nodes sharing one file system (Ray nodes on one machine) never write the same files."""
+    return os.path.join(data_dir, "replicas", node_id[:8], f"{topic}-{partition}")

@@ -50,6 +50,7 @@ from .partition import DEFAULT_IDLE_MS, partition_actor_class
 from .partition_feed import PartitionFeed
 from .router_admin import TopicAdmin
 from .router_hibernation import PartitionHibernation, _name_released
+from .isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS
 from .router_leaders import LeaderControl
 from .router_watch import NodeWatch
 from .security_meta import SecurityMetadata
@@ -70,6 +71,7 @@ class RouterActor(TopicAdmin, LeaderControl, PartitionHibernation, NodeWatch, Se
                  topic_defaults: dict[str, Any] | None = None, maintenance_interval_s: float = 300.0,
                  cleaner_interval_s: float = 15.0, partition_idle_ms: int | None = None,
                  max_active_partitions: int | None = None, default_replication_factor: int = 1,
+                 replica_lag_time_max_ms: int | None = None,
                  producer_id_expiration_ms: int | None = None,
                  producer_id_expiration_check_interval_ms: int | None = None) -> None:
         self.data_dir = os.path.abspath(os.path.expanduser(data_dir))
@@ -79,6 +81,8 @@ class RouterActor(TopicAdmin, LeaderControl, PartitionHibernation, NodeWatch, Se
         self.auto_create_topics = auto_create_topics
         self.num_partitions = num_partitions
         self.default_replication_factor = default_replication_factor or 1
+        #: Kafka's replica.lag.time.max.ms: a follower not caught up this long leaves the ISR
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms or DEFAULT_REPLICA_LAG_TIME_MAX_MS
         self.topic_defaults = TopicConfig.from_dict(topic_defaults or {}).to_dict()
         self.maintenance_interval_s = maintenance_interval_s
         self.partition_idle_ms = partition_idle_ms or DEFAULT_IDLE_MS
@@ -575,7 +579,8 @@ class RouterActor(TopicAdmin, LeaderControl, PartitionHibernation, NodeWatch, Se
 
     async def settings(self) -> dict[str, Any]:
         return {"data_dir": self.data_dir, "auto_create_topics": self.auto_create_topics,
-                "num_partitions": self.num_partitions, "default_replication_factor": self.default_replication_factor}
+                "num_partitions": self.num_partitions, "default_replication_factor": self.default_replication_factor,
+                "replica_lag_time_max_ms": self.replica_lag_time_max_ms}
 
     # -------------------------------------------------------------- producers
     async def allocate_producer_id(self) -> int:

@@ -49,6 +49,7 @@ class LeaderControl:
             log.info("partition %s-%d: leader epoch %d", topic, partition, epoch)
         return {"config": self._effective(t).to_dict(), "leader_epoch": leader["epoch"],
                 "isr": replica_placement.isr_of(t, partition), "replicas": replica_placement.replicas_of(t, partition),
+                "replica_lag_time_max_ms": self.replica_lag_time_max_ms,
                 **self._producer_settings(t["placement"][str(partition)]["node_id"])}
 
     async def alter_isr(self, topic: str, partition: int, leader_epoch: int, isr: list[str]) -> list[str]:
@@ -71,6 +72,29 @@ class LeaderControl:
             await self._save_soon()
             log.info("partition %s-%d: ISR %s", topic, partition, isr)
         return list(rec["isr"])
+
+    async def follower_assignments(self, node_id: str) -> list[dict[str, Any]]:
+        """The follower replicas ``node_id`` holds, for its replica fetcher: where each one's leader is.
+
+        One entry per partition this node follows (not leads): topic, partition, topic id,
+        leader node and epoch, the follower's folder on this node and the topic's config (the
+        follower's segments roll as the leader's). Offline partitions (leader's node gone) are
+        left out: there is no one to fetch from.
+        """
+        self._watching()
+        out = []
+        for topic, t in self._meta["topics"].items():
+            if replica_placement.replication_factor(t) <= 1:
+                continue
+            for p in range(t["partitions"]):
+                leader = t["placement"][str(p)]["node_id"]
+                if node_id == leader or node_id not in replica_placement.replicas_of(t, p) \
+                        or self._is_offline(topic, p):
+                    continue
+                out.append({"topic": topic, "partition": p, "topic_id": t["topic_id"], "leader": leader,
+                            "leader_epoch": self._epoch(t, p), "config": self._effective(t).to_dict(),
+                            "directory": replica_placement.follower_dir(self.data_dir, node_id, topic, p)})
+        return out
 
     @staticmethod
     def _leader(t: dict[str, Any], partition: int) -> dict[str, Any]:

@@ -129,6 +129,7 @@ class Broker:
         self.router = _client.ensure_router(o.data_dir, auto_create_topics=settings.get("auto.create.topics.enable"),
                                             num_partitions=settings.get("num.partitions"),
                                             default_replication_factor=settings.get("default.replication.factor"),
+                                            replica_lag_time_max_ms=settings.get("replica.lag.time.max.ms"),
                                             topic_defaults=settings.topic_defaults,
                                             partition_idle_ms=settings.get("partition.idle.ms"),
                                             max_active_partitions=settings.get("max.active.partitions"),

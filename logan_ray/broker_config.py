@@ -145,6 +145,8 @@ _SETTINGS: dict[str, _Setting] = {
     "num.partitions": _Setting(_int_range(1, INT_MAX), "1", "partitions of auto-created topics"),
     "default.replication.factor": _Setting(_int_range(1, 32767), "1",
                                            "replicas of topics created without a replication factor"),
+    "replica.lag.time.max.ms": _Setting(_int_range(1, LONG_MAX), "30000",
+                                        "a follower not caught up with its leader this long leaves the ISR"),
     "log.dirs": _Setting(_reject_log_dirs, None, "the data dir (one; same as --data-dir)"),
     "log.dir": _Setting(_reject_log_dirs, None, "the data dir (one; same as --data-dir)"),
     # idempotent producers (Kafka's TransactionLogConfig; the expiration is also dynamic, cluster-wide)
@@ -199,7 +201,8 @@ STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 #: are the authorizer's own, not KafkaConfig's: Kafka cannot type them, so it reports them (only when
 #: given) as sensitive, without a value (KafkaConfig.maybeSensitive).
 KAFKA_TYPES: dict[str, int | None] = {
-    "auto.create.topics.enable": BOOLEAN, "num.partitions": INT, "default.replication.factor": INT, "log.dirs": STRING, "log.dir": STRING,
+    "auto.create.topics.enable": BOOLEAN, "num.partitions": INT, "default.replication.factor": INT,
+    "replica.lag.time.max.ms": LONG, "log.dirs": STRING, "log.dir": STRING,
     "listeners": STRING, "advertised.listeners": STRING, "listener.security.protocol.map": STRING,
     "socket.request.max.bytes": INT, "queued.max.request.bytes": LONG, "max.connections": INT,
     "max.connections.per.ip": INT, "max.connections.per.ip.overrides": STRING, "connections.max.reauth.ms": LONG,

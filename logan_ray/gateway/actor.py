@@ -19,6 +19,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from logan_ray._ray import NAMESPACE, get
 
+from .replica_fetcher import ReplicaFetcher
 from .server import MAX_FRAME_BYTES, Gateway
 
 log = logging.getLogger("logan_ray.gateway")
@@ -51,6 +52,7 @@ class GatewayActor:
         self._gateway: Gateway | None = None
         self._bound: tuple[str, int] | None = None
         self._register_task: asyncio.Task | None = None
+        self._fetcher: ReplicaFetcher | None = None
         logging.getLogger("logan_ray").setLevel(logging.INFO)
         ctx = ray.get_runtime_context()
         self._restarted = ctx.was_current_actor_reconstructed
@@ -81,6 +83,8 @@ class GatewayActor:
             self.port = self._bound[1]  # a restart re-binds the same port
             await self._register()
             self._register_task = asyncio.get_running_loop().create_task(self._keep_registered())
+            self._fetcher = ReplicaFetcher(router, self.node_id)  # this node's follower replicas
+            self._fetcher.start()
         return self.endpoint()
 
     def _primary_security(self, gateway: Gateway) -> dict[str, Any]:
@@ -162,10 +166,17 @@ class GatewayActor:
                  listeners={n: f"{h}:{p}" for n, (h, p) in self._listener_advertised().items()})
         return s
 
+    async def replica_state(self) -> dict[str, dict[str, Any]]:
+        """This node's follower replicas: log end, high watermark, leader and epoch of each."""
+        return self._fetcher.state() if self._fetcher is not None else {}
+
     async def stop(self) -> None:
         """Stop listening, close connections and leave the router's broker list."""
         if self._register_task is not None:
             self._register_task.cancel()
+        if self._fetcher is not None:
+            await self._fetcher.stop()
+            self._fetcher = None
         if self._gateway is not None:
             self._gateway.close()
             try:

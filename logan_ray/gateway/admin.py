@@ -137,6 +137,8 @@ async def _broker_rows(gw: GatewayContext) -> list[tuple[str, str, bool]]:
         ("log.dirs", str(s.get("data_dir", "")), False),
         ("default.replication.factor", str(s.get("default_replication_factor", 1)),
          s.get("default_replication_factor", 1) == 1),
+        ("replica.lag.time.max.ms", str(s.get("replica_lag_time_max_ms", 30000)),
+         s.get("replica_lag_time_max_ms", 30000) == 30000),
         ("socket.request.max.bytes", str(gw.max_frame_bytes), True),
         ("queued.max.request.bytes", str(gw.pool.capacity), False),
         ("max.connections", str(gw.quotas.max_connections), True),

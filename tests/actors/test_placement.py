@@ -24,7 +24,7 @@ SCRIPT = textwrap.dedent(
     ray.init(address=cluster.address, namespace="logan_ray")
     try:
         data_dir = tempfile.mkdtemp()
-        c = logan_ray.connect(data_dir=data_dir)
+        c = logan_ray.connect(data_dir=data_dir, replica_lag_time_max_ms=3000)
         info = c.create_topic("spread", partitions=6)
         p = c.producer()
         for i in range(6):
@@ -61,6 +61,13 @@ SCRIPT = textwrap.dedent(
         hw["acks_all_waits"] = not ready
         hw["after"] = ray.get(leader.replica_fetched.remote(follower, 6))
         hw["acks_all_done"] = ray.get(waiting, timeout=30)[0]
+        # replica.lag.time.max.ms=3000: the follower stops fetching and leaves the ISR within ~4.5 s
+        import time
+        deadline = time.monotonic() + 10
+        while len(c.describe_topic("rf3")["partitions"][0]["isr"]) > 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        hw["shrunk"] = c.describe_topic("rf3")["partitions"][0]["isr"]
+        hw["settings_lag"] = ray.get(c.router.settings.remote())["replica_lag_time_max_ms"]
         try:
             ray.get(c.router.alter_isr.remote("rf3", 0, 99, rf3["partitions"][0]["replicas"][:1]))
         except FencedLeaderEpochError:
@@ -109,3 +116,4 @@ def test_partitions_spread_over_three_nodes_and_served_there():
     assert hw["held"] == 3 and hw["fetch_hw"] == 3 and hw["visible"] == [0, 1, 2]
     assert hw["acks_all_waits"] and hw["after"] == 6 and hw["acks_all_done"] == 5
     assert hw["zombie_refused"]
+    assert hw["shrunk"] == [leader] and hw["settings_lag"] == 3000  # a configured replica.lag.time.max.ms

@@ -36,7 +36,8 @@ SCRIPT = textwrap.dedent(
     ray.init(address=cluster.address, namespace="logan_ray")
     out = {}
     try:
-        c = logan_ray.connect(data_dir=tempfile.mkdtemp())
+        data_dir = tempfile.mkdtemp()
+        c = logan_ray.connect(data_dir=data_dir)
         endpoints = start_gateways("127.0.0.1", 0)
         out["gateways"] = {broker_id(n): e for n, e in endpoints.items()}
         info = c.create_topic("spread", partitions=3)
@@ -80,29 +81,31 @@ SCRIPT = textwrap.dedent(
                                     [(e["node_id"], "%%s:%%d" %% (e["host"], e["port"])) for e in fr["node_endpoints"]]]})
         out["wrong"] = wrong
 
-        # A follower's Fetch (replica_id = its broker id) reports its position to the leader and reads
-        # past the high watermark; consumers (replica_id -1) see only up to it.
-        from logan_ray.storage.records import decode_records
-        rep = c.create_topic("rep", partitions=1, replication_factor=2, activate=False)["partitions"][0]
-        lead_gw, follower = out["gateways"][broker_id(rep["node_id"])], broker_id(rep["replicas"][1])
-        def fetch_at(w, offset, replica_id):
-            body = fetch_body("rep", [(0, offset, 1 << 20)])
-            body["replica_id"] = replica_id
-            part = w.call(1, 11, body)["responses"][0]["partitions"][0]
-            return part["error_code"], part["high_watermark"], [r.offset for r in decode_records(part["records"] or b"")]
-        steps = []
-        with Wire(lead_gw) as w:
-            w.call(0, 9, produce_body("rep", 0, build_batch([b"0", b"1", b"2"])))
-            steps.append(fetch_at(w, 0, follower))  # the leader alone in sync: HW 3
-            steps.append(fetch_at(w, 3, follower))  # caught up: joins the ISR
-            w.call(0, 9, produce_body("rep", 0, build_batch([b"3", b"4"])))
-            steps.append(fetch_at(w, 0, -1))  # a consumer: up to the HW only
-            steps.append(fetch_at(w, 3, follower))  # the follower reads past it
-            steps.append(fetch_at(w, 5, follower))  # and moves it
-            steps.append(fetch_at(w, 0, -1))
-        out["replica_fetch"] = steps
+        # Replication: each follower node's replica fetcher (in its gateway) fetches from the leader's
+        # gateway with Kafka Fetch (replica_id); with min.insync.replicas=3 acks=all succeeds only once
+        # both followers are in the ISR, and their logs end up byte for byte the leader's.
+        rep = c.create_topic("rep", partitions=1, replication_factor=3, config={"min.insync.replicas": "3"},
+                             activate=False)["partitions"][0]
+        rp = Producer({"bootstrap.servers": first, "acks": "all", "linger.ms": 5})
+        rerrors = []
+        for i in range(200):
+            rp.produce("rep", b"r%%d" %% i, partition=0, on_delivery=lambda e, m: rerrors.append(str(e)) if e else None)
+        assert rp.flush(60) == 0
+        out["rep_errors"] = rerrors
         out["rep_isr"] = [broker_id(n) for n in c.describe_topic("rep")["partitions"][0]["isr"]]
         out["rep_replicas"] = [broker_id(n) for n in rep["replicas"]]
+        states, deadline = [], time.monotonic() + 30
+        while time.monotonic() < deadline:
+            states = [ray.get(ray.get_actor(gateway_name(n), namespace="logan_ray").replica_state.remote())
+                      .get("rep-0") for n in rep["replicas"][1:]]
+            if all(s and s["log_end"] == 200 and s["high_watermark"] == 200 for s in states):
+                break
+            time.sleep(0.2)
+        out["rep_followers"] = [[s["log_end"], s["high_watermark"]] if s else None for s in states]
+        def segments(d):
+            return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d)) if n.endswith(".log")}
+        lead = segments(os.path.join(data_dir, "rep-0"))
+        out["rep_same_bytes"] = [segments(s["directory"]) == lead for s in states if s] + [sum(map(len, lead.values())) > 0]
         out["ends"] = [c.partition_offsets("spread")[i][1] for i in range(3)]
         stats = {}
         for node in endpoints:
@@ -129,9 +132,10 @@ def test_each_node_serves_its_partitions_and_redirects_the_rest():
     assert result["errors"] == []
     assert sum(result["per_partition"]) == 300 and all(result["per_partition"])
     assert result["consumed"]  # from all three nodes, through one bootstrap address
-    assert result["replica_fetch"] == [[0, 3, [0, 1, 2]], [0, 3, []], [0, 3, [0, 1, 2]], [0, 3, [3, 4]],
-                                       [0, 5, []], [0, 5, [0, 1, 2, 3, 4]]]
-    assert result["rep_isr"] == result["rep_replicas"]  # the follower joined the ISR
+    assert result["rep_errors"] == []  # acks=all with min.insync.replicas=3: the followers joined the ISR
+    assert sorted(result["rep_isr"]) == sorted(result["rep_replicas"])
+    assert result["rep_followers"] == [[200, 200], [200, 200]]  # their log ends and high watermark
+    assert result["rep_same_bytes"] == [True, True, True]  # the leader's segments, byte for byte
     assert result["ends"] == result["per_partition"]  # nothing misrouted was written
     for w in result["wrong"]:
         leader = w["expected"]

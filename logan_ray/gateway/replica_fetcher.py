@@ -1,0 +1,225 @@
+"""The node's replica fetcher: keeps this node's follower replicas in step with their leaders.
+
+Kafka's ``ReplicaFetcherThread``, in the gateway actor (one per node, pinned
+there): no process per follower. Every follower replica this node holds is a
+:class:`~logan_ray.storage.log.PartitionLog` in its own folder
+(``replica_placement.follower_dir``), opened here. For each leader node one
+loop sends real Kafka Fetch requests (v12) over TCP to that leader's gateway,
+all its partitions in one request, with ``replica_id`` = this broker's id, the
+``current_leader_epoch`` it knows and ``last_fetched_epoch`` (KIP-320/595): the
+fetch offset is the follower's log end, which is how the leader learns the
+follower's position (there is no separate report). Records are written with
+``append_as_follower`` (the leader's bytes, as they are); a ``diverging_epoch``
+answer is resolved as Kafka's ``getOffsetTruncationState`` and cut with
+``truncate_to`` before the next fetch. The follower's high watermark is the
+leader's, from each answer. Leader changes are followed by re-reading the
+assignments from the router (the controller) every second, at once after a
+fencing or not-leader error.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from logan_ray.actors.names import broker_id
+from logan_ray.protocol import decode_response, encode_request
+from logan_ray.storage.batch_header import LOG_OVERHEAD
+from logan_ray.storage.config import TopicConfig
+from logan_ray.storage.log import PartitionLog
+
+log = logging.getLogger("logan_ray.replica_fetcher")
+
+FETCH_VERSION = 12  # topic names, replica_id at the top, last_fetched_epoch and diverging_epoch
+REFRESH_S = 1.0  # how often the assignments are re-read from the router
+MAX_WAIT_MS = 500  # long poll at the leader (Kafka's replica.fetch.wait.max.ms)
+PARTITION_MAX_BYTES = 1 << 20  # Kafka's replica.fetch.max.bytes
+RESPONSE_MAX_BYTES = 10 << 20  # Kafka's replica.fetch.response.max.bytes
+BACKOFF_S = 0.5  # after a failed fetch (Kafka's replica.fetch.backoff.ms is 1000)
+_REFRESH_ERRORS = {3, 6, 74, 75, 100}  # unknown partition, not leader, fenced/unknown epoch, unknown topic id
+
+
+@dataclass
+class Follower:
+    topic: str
+    partition: int
+    leader: str
+    leader_epoch: int
+    log: PartitionLog
+    high_watermark: int = 0
+
+
+def whole_batches(buf: bytes | memoryview) -> memoryview:
+    """The leading whole batches of fetched bytes (a leader may cut the last one at the size limit)."""
+    view = memoryview(buf)
+    pos = 0
+    while pos + LOG_OVERHEAD <= len(view):
+        end = pos + LOG_OVERHEAD + int.from_bytes(view[pos + 8:pos + 12], "big", signed=True)
+        if end > len(view):
+            break
+        pos = end
+    return view[:pos]
+
+
+def truncation_offset(log_: PartitionLog, epoch: int, end_offset: int) -> int:
+    """Where a follower cuts on ``diverging_epoch`` {epoch, end_offset} (Kafka's getOffsetTruncationState).
+
+    The follower's own end of the largest epoch <= the leader's: if that is the
+    leader's epoch, the smaller of both ends; otherwise the follower's end of its
+    own older epoch (the next fetch checks again from there).
+    """
+    local_epoch, local_end = log_.end_offset_for_epoch(epoch)
+    if local_epoch < 0:
+        return min(end_offset, log_.log_end_offset) if local_end < 0 else local_end
+    if local_epoch == epoch:
+        return min(end_offset, local_end)
+    return local_end
+
+
+class ReplicaFetcher:
+    def __init__(self, router: Any, node_id: str) -> None:
+        self._router = router
+        self.node_id = node_id
+        self.broker_id = broker_id(node_id)
+        self._followers: dict[tuple[str, int], Follower] = {}
+        self._loops: dict[str, tuple[tuple[str, int], asyncio.Task]] = {}  # leader node -> (endpoint, loop)
+        self._task: asyncio.Task | None = None
+        self._stale = asyncio.Event()
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        tasks = [t for _e, t in self._loops.values()] + ([self._task] if self._task else [])
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._loops.clear()
+        self._task = None
+        for f in list(self._followers.values()):
+            await asyncio.to_thread(f.log.close)
+        self._followers.clear()
+
+    def state(self) -> dict[str, dict[str, Any]]:
+        """{"topic-partition": {log_end, high_watermark, leader, leader_epoch, directory}} of every follower."""
+        return {f"{t}-{p}": {"log_end": f.log.log_end_offset, "high_watermark": f.high_watermark,
+                             "leader": f.leader, "leader_epoch": f.leader_epoch, "directory": f.log.directory}
+                for (t, p), f in self._followers.items()}
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self._refresh()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the router may be restarting: try again next round
+                log.warning("replica fetcher: reading assignments failed: %s", e)
+            try:
+                await asyncio.wait_for(self._stale.wait(), REFRESH_S)
+            except asyncio.TimeoutError:
+                pass
+            self._stale.clear()
+
+    async def _refresh(self) -> None:
+        assignments = await self._router.follower_assignments.remote(self.node_id)
+        gateways = await self._router.gateways.remote()
+        wanted = {(a["topic"], a["partition"]): a for a in assignments}
+        for key in [k for k in self._followers if k not in wanted]:
+            f = self._followers.pop(key)
+            await asyncio.to_thread(f.log.close)
+        for key, a in wanted.items():
+            f = self._followers.get(key)
+            if f is None:
+                plog = await asyncio.to_thread(PartitionLog, a["directory"], TopicConfig.from_dict(a["config"]))
+                f = self._followers[key] = Follower(a["topic"], a["partition"], a["leader"], a["leader_epoch"], plog)
+                log.info("replica fetcher: following %s-%d from offset %d", key[0], key[1], plog.log_end_offset)
+            f.leader, f.leader_epoch = a["leader"], a["leader_epoch"]
+        leaders = {f.leader for f in self._followers.values()}
+        for leader in list(self._loops):
+            endpoint, task = self._loops[leader]
+            if leader not in leaders or gateways.get(leader) != endpoint or task.done():
+                task.cancel()
+                del self._loops[leader]
+        for leader in leaders:
+            if leader not in self._loops and gateways.get(leader) is not None:
+                endpoint = tuple(gateways[leader])
+                self._loops[leader] = (endpoint, asyncio.get_running_loop().create_task(
+                    self._fetch_loop(leader, endpoint)))
+
+    async def _fetch_loop(self, leader: str, endpoint: tuple[str, int]) -> None:
+        """One connection to ``leader``'s gateway, one Fetch after another for all its partitions here."""
+        corr = 0
+        while True:
+            writer = None
+            try:
+                reader, writer = await asyncio.open_connection(endpoint[0], endpoint[1])
+                while True:
+                    parts = [f for f in self._followers.values() if f.leader == leader]
+                    if not parts:
+                        return
+                    corr += 1
+                    writer.write(encode_request(1, FETCH_VERSION, corr, f"replica-{self.broker_id}",
+                                                self._request(parts)))
+                    await writer.drain()
+                    size = int.from_bytes(await reader.readexactly(4), "big")
+                    got, body = decode_response(1, FETCH_VERSION, await reader.readexactly(size))
+                    if got != corr:
+                        raise ConnectionError(f"correlation id {got}, expected {corr}")
+                    if not await self._apply(parts, body):
+                        await asyncio.sleep(BACKOFF_S)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # leader gone or restarting: the refresh finds the new one
+                log.warning("replica fetcher: fetching from %s at %s failed: %s", leader[:8], endpoint, e)
+                self._stale.set()
+                await asyncio.sleep(BACKOFF_S)
+            finally:
+                if writer is not None:
+                    writer.close()
+
+    def _request(self, parts: list[Follower]) -> dict[str, Any]:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for f in parts:
+            topics.setdefault(f.topic, []).append({
+                "partition": f.partition, "current_leader_epoch": f.leader_epoch,
+                "fetch_offset": f.log.log_end_offset, "last_fetched_epoch": f.log.leader_epoch,
+                "log_start_offset": f.log.log_start_offset, "partition_max_bytes": PARTITION_MAX_BYTES})
+        return {"replica_id": self.broker_id, "max_wait_ms": MAX_WAIT_MS, "min_bytes": 1,
+                "max_bytes": RESPONSE_MAX_BYTES, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [], "rack_id": ""}
+
+    async def _apply(self, parts: list[Follower], body: dict[str, Any]) -> bool:
+        """Write one answer into the follower logs; False when nothing could be done (back off)."""
+        by_key = {(f.topic, f.partition): f for f in parts}
+        progressed = True
+        if body.get("error_code"):
+            self._stale.set()
+            return False
+        for t in body["responses"]:
+            for p in t["partitions"]:
+                f = by_key.get((t["topic"], p["partition_index"]))
+                if f is None or self._followers.get((f.topic, f.partition)) is not f:
+                    continue  # no longer followed here
+                code = p["error_code"]
+                if code:
+                    progressed = False
+                    if code in _REFRESH_ERRORS:
+                        self._stale.set()
+                    log.info("replica fetcher: %s-%d: error %d from leader %s", f.topic, f.partition, code,
+                             f.leader[:8])
+                    continue
+                div = p.get("diverging_epoch") or {}
+                if div.get("end_offset", -1) >= 0 and div.get("epoch", -1) >= 0:
+                    cut = truncation_offset(f.log, div["epoch"], div["end_offset"])
+                    end = await asyncio.to_thread(f.log.truncate_to, cut)
+                    log.info("replica fetcher: %s-%d diverged at epoch %d: truncated to %d", f.topic, f.partition,
+                             div["epoch"], end)
+                    continue
+                data = whole_batches(p.get("records") or b"")
+                if len(data):
+                    await asyncio.to_thread(f.log.append_as_follower, data)
+                f.high_watermark = min(p["high_watermark"], f.log.log_end_offset)
+        return progressed
