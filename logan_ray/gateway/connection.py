@@ -35,6 +35,8 @@ MAX_PENDING = 256
 _AGAIN = (BlockingIOError, InterruptedError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 #: A TLS handshake that takes longer than this closes the connection (a peer that never finishes one).
 TLS_HANDSHAKE_TIMEOUT_S = 10.0
+#: how long a connection that must close (failed login) waits for the peer to close first
+FINISH_WAIT_S = 2.0
 #: Over TLS, file ranges are read into memory and encrypted in pieces of this size (no sendfile).
 TLS_CHUNK = 256 * 1024
 #: Marker a handler's response may end with: close the connection once the response is written.
@@ -342,37 +344,40 @@ class Connection:
             log.exception("gateway: request from %s failed", self.peer)
             self.close(f"internal error: {e!r}")
 
-    async def _finish(self, wait_s: float = 1.0) -> None:
+    async def _finish(self, wait_s: float = FINISH_WAIT_S) -> None:
         """End the connection after its last response so the peer reads that response.
 
-        Closing a socket that still has unread bytes sends RST, and a RST makes the
-        peer's kernel drop what it has not read yet: the client would see "connection
-        reset" instead of the error it must act on (a wrong password). So: stop reading
-        requests, send FIN behind the response, and give the peer a moment to close
-        its side, discarding whatever it still sends.
+        The peer closes first when it can: a client told its login failed closes its
+        socket itself, and until it does the gateway only reads (and discards) what it
+        still sends. A FIN sent right behind the response can reach a slow client in the
+        same read as the response, and some clients (kafka-python 3.0) then report
+        "socket disconnected" and drop the response they just read. Closing with unread
+        bytes would send RST, which drops the response in the peer's kernel. So: stop
+        reading requests, wait up to ``wait_s`` for the peer's EOF, then send FIN (the
+        caller closes). Bounded: a peer that never closes holds the socket ``wait_s``.
         """
         self._finishing = True
         self._update_reading()
-        try:
-            socket.socket.shutdown(self.sock, socket.SHUT_WR)
-        except OSError:
-            return
         deadline = self.loop.time() + wait_s
         while self.loop.time() < deadline:
             try:
                 if not os.read(self.fd, 65536):
-                    return  # the peer closed too
+                    break  # the peer closed first
             except (BlockingIOError, InterruptedError):
                 fut = self.loop.create_future()
                 self.loop.add_reader(self.fd, lambda: fut.done() or fut.set_result(None))
                 try:
                     await asyncio.wait_for(fut, max(0.0, deadline - self.loop.time()))
                 except asyncio.TimeoutError:
-                    return
+                    break
                 finally:
                     self.loop.remove_reader(self.fd)
             except OSError:
                 return
+        try:
+            socket.socket.shutdown(self.sock, socket.SHUT_WR)
+        except OSError:
+            return
 
     async def _send(self, chunks: list[Any]) -> None:
         sock = self.sock

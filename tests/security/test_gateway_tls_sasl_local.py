@@ -192,6 +192,39 @@ def test_wrong_password_is_sasl_authentication_failed_with_a_message_then_closed
             assert closed(s)
 
 
+def test_failed_login_response_reaches_a_slow_client_before_the_close(pki):
+    """A client that reads late gets the error response, and EOF only after it closes (or 2 s).
+
+    kafka-python 3.0 drops a response that arrives in the same read as the peer's FIN and
+    reports "socket disconnected" instead of the failed login; under load that was every
+    first attempt. So the gateway lets the peer close first.
+    """
+    with secured_gateway(pki) as (gw, addrs):
+        with socket.create_connection(addrs["SASL_PLAINTEXT"]) as s:
+            assert call(s, 17, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+            s.sendall(encode_request(36, 1, 2, "test", {"auth_bytes": b"\x00alice\x00wrong"}))
+            time.sleep(0.5)  # a loaded client: the response and anything after it are queued by now
+            s.setblocking(False)
+            got, eof = b"", False
+            while True:  # one drain, as kafka-python reads
+                try:
+                    chunk = s.recv(4096)
+                except BlockingIOError:
+                    break
+                if not chunk:
+                    eof = True
+                    break
+                got += chunk
+            assert not eof, "the gateway closed before the client read its response"
+            size = struct.unpack(">i", got[:4])[0]
+            assert len(got) == 4 + size
+            r = decode_response(36, 1, got[4:])[1]
+            assert r["error_code"] == 58 and "Invalid username or password" in r["error_message"]
+            t0 = time.monotonic()
+            assert closed(s)  # a client that never closes: the gateway does, boundedly
+            assert time.monotonic() - t0 < 5
+
+
 def test_plain_and_reauthentication_lifetime(pki):
     with secured_gateway(pki, **{"connections.max.reauth.ms": "60000"}) as (gw, addrs):
         with socket.create_connection(addrs["SASL_PLAINTEXT"]) as s:
