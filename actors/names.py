@@ -24,6 +24,11 @@ def cleaner_name(node_id: str) -> str:
     return f"cleaner-{node_id}"
 
 
+def gateway_name(node_id: str) -> str:
+    """The Kafka gateway actor of a node (one per node; it also runs the node's replica fetcher)."""
+    return f"gateway-{node_id[:8]}"
+
+
 def broker_id(node_id: str) -> int:
     """Kafka broker id of a Ray node: the first 28 bits of its id (stable, non-negative int32)."""
     return int(node_id[:7], 16)

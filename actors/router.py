@@ -262,7 +262,7 @@ class RouterActor(TopicAdmin, LeaderControl, PartitionHibernation, NodeWatch, Se
         return partition_actor_class().options(
             name=actor_name(topic, partition), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
             scheduling_strategy=NodeAffinitySchedulingStrategy(place["node_id"], soft=False),
-        ).remote(topic, partition, os.path.join(self.data_dir, f"{topic}-{partition}"), t["topic_id"], ROUTER_NAME,
+        ).remote(topic, partition, self._dir(topic, partition), t["topic_id"], ROUTER_NAME,
                  self.maintenance_interval_s, idle_ms=self.partition_idle_ms)
 
     def _register(self, topic: str, partition: int, t: dict[str, Any], handle: Any):
@@ -273,7 +273,11 @@ class RouterActor(TopicAdmin, LeaderControl, PartitionHibernation, NodeWatch, Se
         return handle
 
     def _dir(self, topic: str, partition: int) -> str:
-        return os.path.join(self.data_dir, f"{topic}-{partition}")
+        """The leader's folder: ``<data-dir>/<topic>-<partition>``, or the follower folder of a replica
+        elected leader after a failover (``_elect``)."""
+        t = self._meta["topics"].get(topic, {})
+        return t.get("leaders", {}).get(str(partition), {}).get("directory") \
+            or os.path.join(self.data_dir, f"{topic}-{partition}")
 
     def _adopt(self, topic: str, partition: int) -> None:
         """Take over a partition actor that is already running (the router was restarted)."""

@@ -9,9 +9,12 @@ import asyncio
 import logging
 from typing import Any
 
+import ray
+
 from logan_ray.storage.errors import FencedLeaderEpochError
 
 from . import replica_placement
+from .names import NAMESPACE, gateway_name
 
 log = logging.getLogger("logan_ray.router")
 
@@ -95,6 +98,57 @@ class LeaderControl:
                             "leader_epoch": self._epoch(t, p), "config": self._effective(t).to_dict(),
                             "directory": replica_placement.follower_dir(self.data_dir, node_id, topic, p)})
         return out
+
+    async def _elect_leaders(self) -> list[tuple[str, int]]:
+        """Failover: a new leader for every replicated partition whose leader's node is gone; returns them.
+
+        Kafka's clean election (``unclean.leader.election.enable`` false, its default): the new
+        leader is the first alive replica of the ISR (which the old leader kept, through
+        ``alter_isr``, to the replicas holding every acknowledged record); with none, the
+        partition stays offline and waits. The new epoch, leader, ISR (the old leader out) and the
+        new leader's folder are saved before the new leader's partition actor starts. Its node's
+        replica fetcher first closes its follower log (``stop_following``), so one process at a time
+        writes the folder. The old leader's node is dead (Ray's view of nodes): it can no longer
+        answer anyone.
+        """
+        elected = []
+        for topic, t in list(self._meta["topics"].items()):
+            if replica_placement.replication_factor(t) <= 1:
+                continue
+            for p in range(t["partitions"]):
+                if t["placement"][str(p)]["node_id"] not in self._alive and await self._elect(topic, p, t):
+                    elected.append((topic, p))
+        return elected
+
+    async def _elect(self, topic: str, partition: int, t: dict[str, Any]) -> bool:
+        rec = self._leader(t, partition)
+        dead = t["placement"][str(partition)]["node_id"]
+        candidates = [n for n in rec.get("isr") or [] if n != dead and n in self._alive]
+        for new in candidates:
+            epoch = rec["epoch"] + 1
+            try:
+                gateway = ray.get_actor(gateway_name(new), namespace=NAMESPACE)
+                await gateway.stop_following.remote(topic, partition, epoch)
+            except Exception as e:  # no gateway there: no fetcher either, so no follower log to take over
+                log.warning("partition %s-%d: ISR member %s cannot take over: %s", topic, partition, new[:8], e)
+                continue
+            replicas = rec["replicas"]
+            rec["replicas"] = [r for r in replicas if r["node_id"] == new] + [r for r in replicas if r["node_id"] != new]
+            rec["isr"] = [new] + [n for n in candidates if n != new]
+            rec.update(epoch=epoch, incarnation=None,
+                       directory=replica_placement.follower_dir(self.data_dir, new, topic, partition))
+            t["placement"][str(partition)] = {"node_id": new, "node_ip": self._alive[new]}
+            self._handles.pop((topic, partition), None)
+            self._offline.pop((topic, partition), None)
+            await self._save_soon()  # durable before the new leader (or anyone) uses the epoch
+            log.warning("partition %s-%d: leader %s is gone; elected %s from the ISR, leader epoch %d, ISR %s",
+                        topic, partition, dead[:8], new[:8], epoch, [n[:8] for n in rec["isr"]])
+            return True
+        if not getattr(self, "_unelectable", set()) >= {(topic, partition)}:
+            self._unelectable = getattr(self, "_unelectable", set()) | {(topic, partition)}
+            log.warning("partition %s-%d: leader %s is gone and no in-sync replica is alive; offline "
+                        "(unclean.leader.election.enable=false)", topic, partition, dead[:8])
+        return False
 
     @staticmethod
     def _leader(t: dict[str, Any], partition: int) -> dict[str, Any]:

@@ -89,6 +89,9 @@ class NodeWatch:
         self._refresh_nodes()
         async with self._lock:
             changed = False
+            for topic, p in await self._elect_leaders():  # replicated partitions: failover from the ISR
+                changed = True
+                self._spawn(topic, p, self._meta["topics"][topic])
             for (topic, p) in list(self._handles):
                 place = self._meta["topics"][topic]["placement"][str(p)]
                 if place["node_id"] not in self._alive:

@@ -18,6 +18,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from logan_ray._ray import NAMESPACE, get
+from logan_ray.actors.names import gateway_name
 
 from .replica_fetcher import ReplicaFetcher
 from .server import MAX_FRAME_BYTES, Gateway
@@ -28,10 +29,6 @@ REGISTER_INTERVAL_S = 10.0  # re-register, so a restarted router learns the gate
 #: Listen-host value meaning "this node's Ray address": on a multi-host cluster every gateway
 #: binds (and advertises) its own host's IP, the one Ray itself uses, and nothing else.
 NODE_IP = "node-ip"
-
-
-def gateway_name(node_id: str) -> str:
-    return f"gateway-{node_id[:8]}"
 
 
 class GatewayActor:
@@ -169,6 +166,10 @@ class GatewayActor:
     async def replica_state(self) -> dict[str, dict[str, Any]]:
         """This node's follower replicas: log end, high watermark, leader and epoch of each."""
         return self._fetcher.state() if self._fetcher is not None else {}
+
+    async def stop_following(self, topic: str, partition: int, leader_epoch: int) -> bool:
+        """Close this node's follower log of a partition it is about to lead (the router's election)."""
+        return await self._fetcher.release(topic, partition, leader_epoch) if self._fetcher is not None else False
 
     async def stop(self) -> None:
         """Stop listening, close connections and leave the router's broker list."""

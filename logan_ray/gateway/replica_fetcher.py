@@ -86,6 +86,8 @@ class ReplicaFetcher:
         self._loops: dict[str, tuple[tuple[str, int], asyncio.Task]] = {}  # leader node -> (endpoint, loop)
         self._task: asyncio.Task | None = None
         self._stale = asyncio.Event()
+        #: partitions handed over to a new leader on this node: (topic, partition) -> its leader epoch
+        self._released: dict[tuple[str, int], int] = {}
 
     def start(self) -> None:
         if self._task is None:
@@ -101,6 +103,19 @@ class ReplicaFetcher:
         for f in list(self._followers.values()):
             await asyncio.to_thread(f.log.close)
         self._followers.clear()
+
+    async def release(self, topic: str, partition: int, leader_epoch: int) -> bool:
+        """Stop following a partition and close its log, before this node's new leader opens it
+        (Kafka's makeLeader removes it from the fetcher). Assignments older than ``leader_epoch``
+        cannot bring it back. True when a follower log was open here."""
+        key = (topic, partition)
+        self._released[key] = max(leader_epoch, self._released.get(key, -1))
+        f = self._followers.pop(key, None)
+        if f is not None:
+            await asyncio.to_thread(f.log.close)
+            log.info("replica fetcher: %s-%d handed over to the new leader here (epoch %d)", topic, partition,
+                     leader_epoch)
+        return f is not None
 
     def state(self) -> dict[str, dict[str, Any]]:
         """{"topic-partition": {log_end, high_watermark, leader, leader_epoch, directory}} of every follower."""
@@ -125,7 +140,8 @@ class ReplicaFetcher:
     async def _refresh(self) -> None:
         assignments = await self._router.follower_assignments.remote(self.node_id)
         gateways = await self._router.gateways.remote()
-        wanted = {(a["topic"], a["partition"]): a for a in assignments}
+        wanted = {(a["topic"], a["partition"]): a for a in assignments
+                  if a["leader_epoch"] > self._released.get((a["topic"], a["partition"]), -1)}
         for key in [k for k in self._followers if k not in wanted]:
             f = self._followers.pop(key)
             await asyncio.to_thread(f.log.close)

@@ -29,7 +29,9 @@ SCRIPT = textwrap.dedent(
     from wire_client import Wire, fetch_body, produce_body
     from logan_ray.storage.record_builder import build_batch
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    # Ray notices a dead node within ~5 s (its default is 5 failures of a 3 s health check)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "_system_config": {
+        "health_check_initial_delay_ms": 0, "health_check_period_ms": 1000, "health_check_failure_threshold": 5}})
     for _ in range(2):
         cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
@@ -82,29 +84,41 @@ SCRIPT = textwrap.dedent(
         out["wrong"] = wrong
 
         # Replication: each follower node's replica fetcher (in its gateway) fetches from the leader's
-        # gateway with Kafka Fetch (replica_id); with min.insync.replicas=3 acks=all succeeds only once
-        # both followers are in the ISR, and their logs end up byte for byte the leader's.
-        rep = c.create_topic("rep", partitions=1, replication_factor=3, config={"min.insync.replicas": "3"},
-                             activate=False)["partitions"][0]
-        rp = Producer({"bootstrap.servers": first, "acks": "all", "linger.ms": 5})
-        rerrors = []
+        # gateway with Kafka Fetch (replica_id); the followers join the ISR and their logs end up byte
+        # for byte the leader's. The partition led by a node other than the head's is the one whose
+        # leader is killed below.
+        head = ray.get_runtime_context().get_node_id()
+        rep = c.create_topic("rep", partitions=3, replication_factor=3, config={"min.insync.replicas": "2"},
+                             activate=False)["partitions"]
+        vp = next(i for i, x in enumerate(rep) if x["node_id"] != head)
+        victim, followers = rep[vp]["node_id"], rep[vp]["replicas"][1:]
+        safe = endpoints[head]
+        acked, rerrors = [], []
+        def delivered_to(e, m):
+            if e:
+                rerrors.append(str(e))
+            else:
+                acked.append([m.offset(), m.value().decode()])
+        rp = Producer({"bootstrap.servers": safe, "acks": "all", "linger.ms": 5, "enable.idempotence": True})
         for i in range(200):
-            rp.produce("rep", b"r%%d" %% i, partition=0, on_delivery=lambda e, m: rerrors.append(str(e)) if e else None)
+            rp.produce("rep", b"r%%d" %% i, partition=vp, on_delivery=delivered_to)
         assert rp.flush(60) == 0
-        out["rep_errors"] = rerrors
-        out["rep_isr"] = [broker_id(n) for n in c.describe_topic("rep")["partitions"][0]["isr"]]
-        out["rep_replicas"] = [broker_id(n) for n in rep["replicas"]]
+        def rep_state():
+            return [ray.get(ray.get_actor(gateway_name(n), namespace="logan_ray").replica_state.remote())
+                    .get("rep-%%d" %% vp) for n in followers]
         states, deadline = [], time.monotonic() + 30
         while time.monotonic() < deadline:
-            states = [ray.get(ray.get_actor(gateway_name(n), namespace="logan_ray").replica_state.remote())
-                      .get("rep-0") for n in rep["replicas"][1:]]
-            if all(s and s["log_end"] == 200 and s["high_watermark"] == 200 for s in states):
+            states = rep_state()
+            if all(s and s["log_end"] == 200 and s["high_watermark"] == 200 for s in states) and \
+                    len(c.describe_topic("rep")["partitions"][vp]["isr"]) == 3:
                 break
             time.sleep(0.2)
+        out["rep_isr"] = sorted(broker_id(n) for n in c.describe_topic("rep")["partitions"][vp]["isr"])
+        out["rep_replicas"] = sorted(broker_id(n) for n in rep[vp]["replicas"])
         out["rep_followers"] = [[s["log_end"], s["high_watermark"]] if s else None for s in states]
         def segments(d):
             return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d)) if n.endswith(".log")}
-        lead = segments(os.path.join(data_dir, "rep-0"))
+        lead = segments(os.path.join(data_dir, "rep-%%d" %% vp))
         out["rep_same_bytes"] = [segments(s["directory"]) == lead for s in states if s] + [sum(map(len, lead.values())) > 0]
         out["ends"] = [c.partition_offsets("spread")[i][1] for i in range(3)]
         stats = {}
@@ -112,6 +126,46 @@ SCRIPT = textwrap.dedent(
             s = ray.get(ray.get_actor(gateway_name(node), namespace="logan_ray").stats.remote())
             stats[broker_id(node)] = s["channel_calls"]
         out["channel_calls"] = stats
+
+        # Failover: SIGKILL every process of the leader's node (its raylet, workers, gateway, partition
+        # actor). The router elects a follower from the ISR with a new epoch; the same idempotent
+        # acks=all producer goes on, and every acknowledged record is read back at its offset.
+        before_epoch = c.describe_topic("rep")["partitions"][vp]["leader_epoch"]
+        node = next(n for n in cluster.list_all_nodes() if n.node_id == victim)
+        gateway_pid = ray.get(ray.get_actor(gateway_name(victim), namespace="logan_ray").stats.remote())["pid"]
+        t0 = time.monotonic()
+        cluster.remove_node(node, allow_graceful=False)  # SIGKILL of the node's raylet and Ray processes
+        import signal
+        try:
+            os.kill(gateway_pid, signal.SIGKILL)  # and of its gateway (a worker dies with its raylet anyway)
+        except ProcessLookupError:
+            pass
+        for i in range(200, 250):  # during the failover
+            rp.produce("rep", b"r%%d" %% i, partition=vp, on_delivery=delivered_to)
+        after, deadline = None, time.monotonic() + 90
+        while time.monotonic() < deadline:
+            after = c.describe_topic("rep")["partitions"][vp]
+            if after["node_id"] != victim:
+                break
+            time.sleep(0.2)
+        out["election_s"] = time.monotonic() - t0
+        for i in range(250, 300):  # after it
+            rp.produce("rep", b"r%%d" %% i, partition=vp, on_delivery=delivered_to)
+        out["failover_unflushed"] = rp.flush(120)
+        out["failover_s"] = time.monotonic() - t0
+        out["elected"] = [after["node_id"] in followers, after["leader_epoch"] > before_epoch,
+                          victim not in after["isr"]]
+        out["rep_errors"] = rerrors
+        out["acked"] = acked
+        rc = Consumer({"bootstrap.servers": safe, "group.id": "rep-check", "enable.auto.commit": False})
+        rc.assign([TopicPartition("rep", vp, 0)])
+        read, deadline = [], time.monotonic() + 60
+        while len(read) < 300 and time.monotonic() < deadline:
+            m = rc.poll(1.0)
+            if m is not None and m.error() is None:
+                read.append([m.offset(), m.value().decode()])
+        rc.close()
+        out["read"] = read
         stop_gateways()
         ray.get(c.router.shutdown.remote())
     finally:
@@ -122,20 +176,44 @@ SCRIPT = textwrap.dedent(
 ) % HERE
 
 
+def check_history(acked: list[list], read: list[list]) -> list[str]:
+    """What is wrong with one partition's history: ``acked`` [offset, value] of every acknowledged
+    record, ``read`` [offset, value] as a consumer read the partition from its start. Every acknowledged
+    record must be read at its offset with its bytes, no offset or value twice, no gap in the offsets
+    (this log has no compaction or transaction markers, so it reports none)."""
+    problems = []
+    at: dict[int, str] = {}
+    for offset, value in read:
+        if offset in at:
+            problems.append(f"offset {offset} read twice")
+        at[offset] = value
+    values = list(at.values())
+    problems += [f"value {v} at two offsets" for v in sorted(set(values)) if values.count(v) > 1]
+    if at and sorted(at) != list(range(min(at), max(at) + 1)):
+        problems.append(f"gaps in offsets {min(at)}..{max(at)}: {len(at)} records")
+    problems += [f"acknowledged {v} at {o}, read {at.get(o)!r}" for o, v in acked if at.get(o) != v]
+    return problems
+
+
 def test_each_node_serves_its_partitions_and_redirects_the_rest():
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=400)
     assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads(next(ln for ln in reversed(out.stdout.splitlines()) if ln.startswith("{")))
     gateways = {int(b): e for b, e in result["gateways"].items()}
     assert len(gateways) == 3 and len(set(gateways.values())) == 3
     assert sorted(result["leaders"]) == sorted(gateways)  # one partition on each node
     assert result["errors"] == []
     assert sum(result["per_partition"]) == 300 and all(result["per_partition"])
     assert result["consumed"]  # from all three nodes, through one bootstrap address
-    assert result["rep_errors"] == []  # acks=all with min.insync.replicas=3: the followers joined the ISR
-    assert sorted(result["rep_isr"]) == sorted(result["rep_replicas"])
+    assert result["rep_isr"] == result["rep_replicas"]  # the followers joined the ISR
     assert result["rep_followers"] == [[200, 200], [200, 200]]  # their log ends and high watermark
     assert result["rep_same_bytes"] == [True, True, True]  # the leader's segments, byte for byte
+    # failover after SIGKILL of the leader's node: a follower of the ISR leads in a new epoch, the
+    # producer goes on, and the history holds every acknowledged record once, at its offset
+    assert result["failover_unflushed"] == 0 and result["rep_errors"] == []
+    assert result["elected"] == [True, True, True]
+    assert len(result["acked"]) == 300
+    assert check_history(result["acked"], result["read"]) == []
     assert result["ends"] == result["per_partition"]  # nothing misrouted was written
     for w in result["wrong"]:
         leader = w["expected"]
