@@ -1,0 +1,124 @@
+"""Replication cost: produce throughput and latency for RF=1 acks=1, RF=3 acks=1 and RF=3 acks=all.
+
+Usage: python bench/replication.py [--records 100000] [--value-size 100] [--paced 1000] [--rate 500]
+Starts a three-node ``ray.cluster_utils.Cluster`` on this machine (every node a set of Ray
+processes, one gateway each, the followers' replica fetchers in them), creates one
+single-partition topic per case, and with confluent-kafka:
+
+* throughput: ``--records`` records sent as fast as the producer goes (linger 5 ms), records/s
+  from the first send to the last delivery;
+* latency at moderate load: ``--paced`` records at ``--rate`` per second, p50/p99 of send ->
+  delivery report.
+
+With acks=all the answer waits until both followers fetched the batch (min.insync.replicas=2,
+so the ISR holds all three once they caught up; the bench waits for that first).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+from needs import need  # noqa: E402  (bench/ is on sys.path when a bench runs as a script)
+
+if __name__ == "__main__":
+    need("logan_ray", "confluent_kafka")
+
+
+def run_case(bootstrap: str, topic: str, acks: str, records: int, paced: int, rate: int, value: bytes) -> dict:
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "enable.idempotence": acks == "all"})
+    errors: list[str] = []
+    done = [0]
+
+    def count(e, _m) -> None:
+        if e:
+            errors.append(str(e))
+        done[0] += 1
+
+    for _ in range(200):  # warm up: metadata, connections, the partition actor
+        p.produce(topic, value, partition=0, on_delivery=count)
+    p.flush(60)
+    t0 = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                p.produce(topic, value, partition=0, on_delivery=count)
+                break
+            except BufferError:
+                p.poll(0.01)
+    p.flush(120)
+    throughput = records / (time.perf_counter() - t0)
+    lat: list[float] = []
+
+    def timed(sent: float):
+        return lambda e, _m: errors.append(str(e)) if e else lat.append(time.perf_counter() - sent)
+
+    gap = 1.0 / rate
+    nxt = time.perf_counter()
+    for _ in range(paced):
+        nxt += gap
+        p.produce(topic, value, partition=0, on_delivery=timed(time.perf_counter()))
+        while time.perf_counter() < nxt:
+            p.poll(max(0.0, min(0.001, nxt - time.perf_counter())))
+    p.flush(60)
+    lat.sort()
+    q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [float("nan")] * 99
+    return {"records_per_s": throughput, "p50_ms": q[49] * 1000, "p99_ms": q[98] * 1000, "errors": len(errors)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=100000)
+    ap.add_argument("--value-size", type=int, default=100)
+    ap.add_argument("--paced", type=int, default=1000)
+    ap.add_argument("--rate", type=int, default=500)
+    args = ap.parse_args()
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    import ray
+    from ray.cluster_utils import Cluster
+
+    import logan_ray
+    from logan_ray.gateway import broker_id, gateway_name, start_gateways, stop_gateways
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    for _ in range(2):
+        cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, namespace="logan_ray", log_to_driver=False)
+    try:
+        c = logan_ray.connect(data_dir=tempfile.mkdtemp())
+        endpoints = start_gateways("127.0.0.1", 0)
+        bootstrap = endpoints[ray.get_runtime_context().get_node_id()]
+        c.create_topic("rf1", partitions=1, replication_factor=1)
+        rf3 = c.create_topic("rf3", partitions=1, replication_factor=3, config={"min.insync.replicas": "2"})
+        deadline = time.monotonic() + 60
+        while len(c.describe_topic("rf3")["partitions"][0]["isr"]) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        value = b"v" * args.value_size
+        print(f"# 3 Ray nodes on one machine ({os.cpu_count()} cores), {args.records} x {args.value_size} B "
+              f"flat out, then {args.paced} at {args.rate}/s; confluent-kafka, linger.ms=5")
+        print(f"{'case':<16}{'records/s':>12}{'p50 ms':>10}{'p99 ms':>10}{'errors':>8}")
+        for name, topic, acks in (("RF=1 acks=1", "rf1", "1"), ("RF=3 acks=1", "rf3", "1"),
+                                  ("RF=3 acks=all", "rf3", "all")):
+            r = run_case(bootstrap, topic, acks, args.records, args.paced, args.rate, value)
+            print(f"{name:<16}{r['records_per_s']:>12.0f}{r['p50_ms']:>10.1f}{r['p99_ms']:>10.1f}{r['errors']:>8}",
+                  flush=True)
+        followers = rf3["partitions"][0]["replicas"][1:]
+        ends = [ray.get(ray.get_actor(gateway_name(n), namespace="logan_ray").replica_state.remote())["rf3-0"]["log_end"]
+                for n in followers]
+        print(f"# followers of rf3 (brokers {[broker_id(n) for n in followers]}) end at {ends}; "
+              f"leader at {c.partition_offsets('rf3')[0][1]}")
+        stop_gateways()
+        ray.get(c.router.shutdown.remote())
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
