@@ -19,6 +19,8 @@ from typing import Any, Callable
 
 from logan_ray.common.errors import NotEnoughReplicasAfterAppendError
 
+from logan_ray.storage.hw_checkpoint import CHECKPOINT_INTERVAL_S, read_high_watermark, write_high_watermark
+
 from .isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS, FollowerStates
 
 log = logging.getLogger(__name__)
@@ -31,17 +33,23 @@ def _now_ms() -> int:
 class LeaderReplication:
     def __init__(self, name: str, router: Any, topic: str, partition: int, leader: str, replicas: list[str],
                  isr: list[str], *, log_start: int, log_end: Callable[[], int], epoch: int,
-                 lag_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS) -> None:
+                 lag_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS, directory: str | None = None) -> None:
         self.name = name
         self._log_end = log_end
         self._router = router
         self._topic, self._partition, self._epoch = topic, partition, epoch
         alone = [n for n in isr if n != leader] == []
-        self.states = FollowerStates(leader, replicas, isr or [leader], high_watermark=log_end() if alone else log_start,
+        self._directory = directory
+        # with followers in the ISR: the checkpointed HW (never above this log's end), else the log start
+        saved = read_high_watermark(directory) if directory is not None and not alone else None
+        start_hw = log_end() if alone else max(log_start, min(saved, log_end())) if saved is not None else log_start
+        self._saved_hw = saved
+        self.states = FollowerStates(leader, replicas, isr or [leader], high_watermark=start_hw,
                                      epoch_start_offset=log_end(), now_ms=_now_ms(), lag_max_ms=lag_max_ms)
         self._moved = asyncio.Event()
         self._altering = False
         self._task: asyncio.Task | None = None
+        self._checkpoint_task: asyncio.Task | None = None
 
     @property
     def high_watermark(self) -> int:
@@ -54,11 +62,16 @@ class LeaderReplication:
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._expire_loop())
+        if self._checkpoint_task is None and self._directory is not None:
+            self._checkpoint_task = asyncio.get_running_loop().create_task(self._checkpoint_loop())
 
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        if self._checkpoint_task is not None:
+            self._checkpoint_task.cancel()
+            self._checkpoint_task = None
 
     def appended(self, log_end: int) -> None:
         """The leader's log grew: with the leader alone in sync, the high watermark follows it."""
@@ -110,6 +123,21 @@ class LeaderReplication:
             log.warning("%s: ISR change to %s not made: %s", self.name, isr, e)
         finally:
             self._altering = False
+
+    async def checkpoint(self) -> None:
+        """Write the high watermark to the partition folder when it moved (``hw_checkpoint``)."""
+        hw = self.states.high_watermark
+        if self._directory is not None and hw != self._saved_hw:
+            await asyncio.to_thread(write_high_watermark, self._directory, hw)
+            self._saved_hw = hw
+
+    async def _checkpoint_loop(self) -> None:
+        while True:
+            await asyncio.sleep(CHECKPOINT_INTERVAL_S)
+            try:
+                await self.checkpoint()
+            except OSError as e:  # a full or failing disk: the log's own writes report it
+                log.warning("%s: high watermark checkpoint not written: %s", self.name, e)
 
     async def _expire_loop(self) -> None:
         while True:

@@ -298,7 +298,8 @@ class PartitionActor:
                                self.partition, replicas[0], replicas, opened.get("isr") or [replicas[0]],
                                log_start=self._log.log_start_offset, log_end=lambda: self._log.log_end_offset,
                                epoch=self._leader_epoch,
-                               lag_max_ms=opened.get("replica_lag_time_max_ms") or DEFAULT_REPLICA_LAG_TIME_MAX_MS)
+                               lag_max_ms=opened.get("replica_lag_time_max_ms") or DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+                               directory=self._log.directory)
         return lr
 
     def _high_watermark(self) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from logan_ray.actors.names import broker_id
 from logan_ray.protocol import decode_response, encode_request
 from logan_ray.storage.batch_header import LOG_OVERHEAD
 from logan_ray.storage.config import TopicConfig
+from logan_ray.storage.hw_checkpoint import CHECKPOINT_INTERVAL_S, read_high_watermark, write_high_watermark
 from logan_ray.storage.log import PartitionLog
 
 log = logging.getLogger("logan_ray.replica_fetcher")
@@ -48,6 +50,15 @@ class Follower:
     leader_epoch: int
     log: PartitionLog
     high_watermark: int = 0
+    saved_hw: int | None = None  # the value in its replication-offset-checkpoint
+
+
+async def checkpoint(f: Follower) -> None:
+    """Write a follower's high watermark to its folder when it moved (``hw_checkpoint``)."""
+    if f.high_watermark != f.saved_hw:
+        hw = f.high_watermark
+        await asyncio.to_thread(write_high_watermark, f.log.directory, hw)
+        f.saved_hw = hw
 
 
 def whole_batches(buf: bytes | memoryview) -> memoryview:
@@ -101,6 +112,10 @@ class ReplicaFetcher:
         self._loops.clear()
         self._task = None
         for f in list(self._followers.values()):
+            try:
+                await checkpoint(f)
+            except OSError:
+                pass
             await asyncio.to_thread(f.log.close)
         self._followers.clear()
 
@@ -112,6 +127,7 @@ class ReplicaFetcher:
         self._released[key] = max(leader_epoch, self._released.get(key, -1))
         f = self._followers.pop(key, None)
         if f is not None:
+            await checkpoint(f)  # the new leader starts its high watermark there
             await asyncio.to_thread(f.log.close)
             log.info("replica fetcher: %s-%d handed over to the new leader here (epoch %d)", topic, partition,
                      leader_epoch)
@@ -124,7 +140,16 @@ class ReplicaFetcher:
                 for (t, p), f in self._followers.items()}
 
     async def _run(self) -> None:
+        saved = time.monotonic()
         while True:
+            if time.monotonic() - saved >= CHECKPOINT_INTERVAL_S:
+                saved = time.monotonic()
+                for f in list(self._followers.values()):
+                    try:
+                        await checkpoint(f)
+                    except OSError as e:
+                        log.warning("replica fetcher: %s-%d: high watermark checkpoint not written: %s",
+                                    f.topic, f.partition, e)
             try:
                 await self._refresh()
             except asyncio.CancelledError:
@@ -144,12 +169,15 @@ class ReplicaFetcher:
                   if a["leader_epoch"] > self._released.get((a["topic"], a["partition"]), -1)}
         for key in [k for k in self._followers if k not in wanted]:
             f = self._followers.pop(key)
+            await checkpoint(f)
             await asyncio.to_thread(f.log.close)
         for key, a in wanted.items():
             f = self._followers.get(key)
             if f is None:
                 plog = await asyncio.to_thread(PartitionLog, a["directory"], TopicConfig.from_dict(a["config"]))
-                f = self._followers[key] = Follower(a["topic"], a["partition"], a["leader"], a["leader_epoch"], plog)
+                saved = await asyncio.to_thread(read_high_watermark, a["directory"])
+                f = self._followers[key] = Follower(a["topic"], a["partition"], a["leader"], a["leader_epoch"], plog,
+                                                    min(saved or 0, plog.log_end_offset), saved)
                 log.info("replica fetcher: following %s-%d from offset %d", key[0], key[1], plog.log_end_offset)
             f.leader, f.leader_epoch = a["leader"], a["leader_epoch"]
         leaders = {f.leader for f in self._followers.values()}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 from logan_ray.gateway.replica_fetcher import Follower, ReplicaFetcher, truncation_offset, whole_batches
+from logan_ray.storage.hw_checkpoint import read_high_watermark
 from logan_ray.storage.log import PartitionLog
 from logan_ray.storage.record_builder import build_batch
 from logan_ray.storage.records import decode_records
@@ -45,7 +46,9 @@ def test_a_diverging_epoch_cuts_the_follower_back_to_the_new_leaders_log_then_it
     assert log_.log_end_offset == 5 and f.high_watermark == 5
     assert log_.leader_epochs.entries == [(0, 0), (1, 2), (3, 4)]
     assert [r.value for r in decode_records(log_.read(0, 1 << 20))] == [b"a", b"b", b"c", b"d", b"e"]
-    log_.close()
+    # handed over to a new leader on this node: the follower's HW is checkpointed, the log closed
+    assert asyncio.run(fetcher.release("t", 0, 4)) and log_.closed
+    assert read_high_watermark(str(tmp_path / "t-0")) == 5 and fetcher.state() == {}
 
 
 def test_a_batch_cut_at_the_size_limit_waits_for_the_next_fetch(tmp_path):
