@@ -17,6 +17,7 @@ from . import replica_placement
 from .names import NAMESPACE, gateway_name
 
 log = logging.getLogger("logan_ray.router")
+HANDOVER_TIMEOUT_S = 10.0  # how long an elected replica's gateway may take to close its follower log
 
 
 class LeaderControl:
@@ -124,11 +125,14 @@ class LeaderControl:
         rec = self._leader(t, partition)
         dead = t["placement"][str(partition)]["node_id"]
         candidates = [n for n in rec.get("isr") or [] if n != dead and n in self._alive]
-        for new in candidates:
-            epoch = rec["epoch"] + 1
+        for i, new in enumerate(candidates):
+            # a candidate that did not answer may still release later at its epoch: the next one gets a
+            # higher epoch, so that late release cannot keep it from following the one elected
+            epoch = rec["epoch"] + 1 + i
             try:
                 gateway = ray.get_actor(gateway_name(new), namespace=NAMESPACE)
-                await gateway.stop_following.remote(topic, partition, epoch)
+                # bounded: the router's node lock is held, and a stopped (not dead) node may never answer
+                await asyncio.wait_for(gateway.stop_following.remote(topic, partition, epoch), HANDOVER_TIMEOUT_S)
             except Exception as e:  # no gateway there: no fetcher either, so no follower log to take over
                 log.warning("partition %s-%d: ISR member %s cannot take over: %s", topic, partition, new[:8], e)
                 continue
