@@ -98,6 +98,21 @@ def replication_factor(t: dict[str, Any]) -> int:
     return int(t.get("replication_factor", 1))
 
 
+def election_candidates(replicas: list[str], isr: list[str], dead: str, alive: Iterable[str],
+                        unclean: bool = False) -> tuple[list[str], bool]:
+    """Who may lead after ``dead`` (the leader) is gone, in order of preference, and whether that is unclean.
+
+    Kafka's rule: the alive members of the ISR, in replica order (the preferred replica first).
+    Only when none is alive and ``unclean.leader.election.enable`` is true, any alive replica:
+    an unclean election, which may lose acknowledged records (the new ISR is the new leader alone).
+    """
+    up = set(alive) - {dead}
+    clean = [n for n in replicas if n in isr and n in up]
+    if clean or not unclean:
+        return clean, False
+    return [n for n in replicas if n in up], True
+
+
 def follower_dir(data_dir: str, node_id: str, topic: str, partition: int) -> str:
     """A follower replica's folder: apart from the leader's ``<data-dir>/<topic>-<partition>``, so
     that nodes sharing one file system (Ray nodes on one machine) never write the same files."""

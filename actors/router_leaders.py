@@ -124,7 +124,9 @@ class LeaderControl:
     async def _elect(self, topic: str, partition: int, t: dict[str, Any]) -> bool:
         rec = self._leader(t, partition)
         dead = t["placement"][str(partition)]["node_id"]
-        candidates = [n for n in rec.get("isr") or [] if n != dead and n in self._alive]
+        candidates, unclean = replica_placement.election_candidates(
+            replica_placement.replicas_of(t, partition), rec.get("isr") or [], dead, self._alive,
+            self._effective(t).unclean_leader_election_enable)
         for i, new in enumerate(candidates):
             # a candidate that did not answer may still release later at its epoch: the next one gets a
             # higher epoch, so that late release cannot keep it from following the one elected
@@ -138,20 +140,24 @@ class LeaderControl:
                 continue
             replicas = rec["replicas"]
             rec["replicas"] = [r for r in replicas if r["node_id"] == new] + [r for r in replicas if r["node_id"] != new]
-            rec["isr"] = [new] + [n for n in candidates if n != new]
+            rec["isr"] = [new] if unclean else [new] + [n for n in candidates if n != new]
             rec.update(epoch=epoch, incarnation=None,
                        directory=replica_placement.follower_dir(self.data_dir, new, topic, partition))
             t["placement"][str(partition)] = {"node_id": new, "node_ip": self._alive[new]}
             self._handles.pop((topic, partition), None)
             self._offline.pop((topic, partition), None)
             await self._save_soon()  # durable before the new leader (or anyone) uses the epoch
-            log.warning("partition %s-%d: leader %s is gone; elected %s from the ISR, leader epoch %d, ISR %s",
-                        topic, partition, dead[:8], new[:8], epoch, [n[:8] for n in rec["isr"]])
+            getattr(self, "_unelectable", set()).discard((topic, partition))
+            log.warning("partition %s-%d: leader %s is gone; elected %s %s, leader epoch %d, ISR %s",
+                        topic, partition, dead[:8], new[:8],
+                        "UNCLEANLY (no in-sync replica alive; acknowledged records may be lost)" if unclean
+                        else "from the ISR", epoch, [n[:8] for n in rec["isr"]])
             return True
         if not getattr(self, "_unelectable", set()) >= {(topic, partition)}:
             self._unelectable = getattr(self, "_unelectable", set()) | {(topic, partition)}
-            log.warning("partition %s-%d: leader %s is gone and no in-sync replica is alive; offline "
-                        "(unclean.leader.election.enable=false)", topic, partition, dead[:8])
+            log.warning("partition %s-%d: leader %s is gone and no replica it may elect is alive; offline "
+                        "(unclean.leader.election.enable=%s)", topic, partition, dead[:8],
+                        str(self._effective(t).unclean_leader_election_enable).lower())
         return False
 
     @staticmethod

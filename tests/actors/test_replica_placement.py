@@ -41,3 +41,16 @@ def test_one_replica_records_nothing_new():
     rp.assign_replicas(rec, t["placement"]["0"], 1, ALIVE, {})
     assert rec == {"epoch": 0, "incarnation": None}
     assert rp.replicas_of(t, 0) == rp.isr_of(t, 0) == ["n1"] and rp.replication_factor(t) == 1
+
+
+def test_election_takes_the_isr_in_replica_order_and_unclean_only_when_enabled():
+    replicas = ["n1", "n2", "n3"]
+    alive = ["n2", "n3", "n4"]  # n1, the leader, is gone
+    assert rp.election_candidates(replicas, ["n1", "n3", "n2"], "n1", alive) == (["n2", "n3"], False)
+    assert rp.election_candidates(replicas, ["n1", "n3"], "n1", alive) == (["n3"], False)
+    # no alive in-sync replica: offline (Kafka's default), unless unclean election is enabled
+    assert rp.election_candidates(replicas, ["n1"], "n1", alive) == ([], False)
+    assert rp.election_candidates(replicas, ["n1"], "n1", alive, unclean=True) == (["n2", "n3"], True)
+    # unclean is never used while an in-sync replica is alive
+    assert rp.election_candidates(replicas, ["n1", "n3"], "n1", alive, unclean=True) == (["n3"], False)
+    assert rp.election_candidates(replicas, ["n1"], "n1", ["n4"], unclean=True) == ([], True)
