@@ -1,6 +1,6 @@
 """Replication cost: produce throughput and latency for RF=1 acks=1, RF=3 acks=1 and RF=3 acks=all.
 
-Usage: python bench/replication.py [--records 100000] [--value-size 100] [--paced 1000] [--rate 500]
+Usage: python bench/replication.py [--records 100000] [--value-size 100] [--paced 1000] [--rate 500] [--failovers 10]
 Starts a three-node ``ray.cluster_utils.Cluster`` on this machine (every node a set of Ray
 processes, one gateway each, the followers' replica fetchers in them), creates one
 single-partition topic per case, and with confluent-kafka:
@@ -10,6 +10,13 @@ single-partition topic per case, and with confluent-kafka:
 * latency at moderate load: ``--paced`` records at ``--rate`` per second, p50/p99 of send ->
   delivery report.
 
+* failover: ``--failovers`` times, a new RF=3 topic (min.insync.replicas=2) gets 100 acks=all
+  records, the node leading one of its partitions is killed (``Cluster.remove_node`` without
+  grace: SIGKILL of its Ray processes, and of its gateway and partition actor), and the time from the kill to the first acknowledged
+  acks=all produce is measured; the acknowledged records are then read back (lost ones
+  counted). A new node replaces the dead one before the next round. Ray's health check is set
+  to 1 s x 5 (its default is 3 s x 5), as node-death detection is most of the failover.
+
 With acks=all the answer waits until both followers fetched the batch (min.insync.replicas=2,
 so the ISR holds all three once they caught up; the bench waits for that first).
 """
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -71,12 +79,67 @@ def run_case(bootstrap: str, topic: str, acks: str, records: int, paced: int, ra
     return {"records_per_s": throughput, "p50_ms": q[49] * 1000, "p99_ms": q[98] * 1000, "errors": len(errors)}
 
 
+def failover_round(c, cluster, endpoints, head: str, i: int) -> tuple[float, int]:
+    """One kill of a leader's node: (seconds from the kill to the first acks=all answer, acked records lost)."""
+    import ray
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    from logan_ray.gateway import gateway_name, start_gateways
+
+    topic = f"failover-{i}"
+    parts = c.create_topic(topic, partitions=3, replication_factor=3, config={"min.insync.replicas": "2"})["partitions"]
+    vp = next(n for n, x in enumerate(parts) if x["node_id"] != head)
+    victim = parts[vp]["node_id"]
+    deadline = time.monotonic() + 60
+    while len(c.describe_topic(topic)["partitions"][vp]["isr"]) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    safe = endpoints[head]
+    p = Producer({"bootstrap.servers": safe, "acks": "all", "enable.idempotence": True, "linger.ms": 1})
+    acked: list[int] = []
+    for k in range(100):
+        p.produce(topic, b"v%d" % k, partition=vp, on_delivery=lambda e, m: None if e else acked.append(m.offset()))
+    p.flush(60)
+    node = next(n for n in cluster.list_all_nodes() if n.node_id == victim)
+    pids = [ray.get(ray.get_actor(gateway_name(victim), namespace="logan_ray").stats.remote())["pid"],
+            ray.get(c.partition_actor(topic, vp).pid.remote())]
+    first: list[float] = []
+    t0 = time.monotonic()
+    cluster.remove_node(node, allow_graceful=False)
+    for pid in pids:  # its gateway and partition actor too, at once (they outlive their raylet for a moment)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    p.produce(topic, b"after", partition=vp,
+              on_delivery=lambda e, m: None if e else first.append(time.monotonic()))
+    p.flush(120)
+    took = first[0] - t0 if first else float("inf")
+    consumer = Consumer({"bootstrap.servers": safe, "group.id": f"fo-{i}", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, vp, 0)])
+    seen: set[int] = set()
+    deadline = time.monotonic() + 30
+    while not set(acked) <= seen and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and m.error() is None:
+            seen.add(m.offset())
+    consumer.close()
+    cluster.add_node(num_cpus=1)  # the next round needs three nodes again
+    cluster.wait_for_nodes()
+    deadline = time.monotonic() + 60
+    while len([n for n in ray.nodes() if n["Alive"]]) < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    endpoints.clear()
+    endpoints.update(start_gateways("127.0.0.1", 0))
+    return took, len(set(acked) - seen)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=100000)
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--paced", type=int, default=1000)
     ap.add_argument("--rate", type=int, default=500)
+    ap.add_argument("--failovers", type=int, default=10)
     args = ap.parse_args()
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     import ray
@@ -85,7 +148,8 @@ def main() -> None:
     import logan_ray
     from logan_ray.gateway import broker_id, gateway_name, start_gateways, stop_gateways
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "_system_config": {
+        "health_check_initial_delay_ms": 0, "health_check_period_ms": 1000, "health_check_failure_threshold": 5}})
     for _ in range(2):
         cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
@@ -113,6 +177,19 @@ def main() -> None:
                 for n in followers]
         print(f"# followers of rf3 (brokers {[broker_id(n) for n in followers]}) end at {ends}; "
               f"leader at {c.partition_offsets('rf3')[0][1]}")
+        head = ray.get_runtime_context().get_node_id()
+        times, lost = [], 0
+        for i in range(args.failovers):
+            took, missing = failover_round(c, cluster, endpoints, head, i)
+            times.append(took)
+            lost += missing
+            print(f"failover {i + 1}: {took:.2f} s to the first acks=all answer, {missing} acked records lost",
+                  flush=True)
+        if times:
+            times.sort()
+            p99 = times[min(len(times) - 1, int(round(0.99 * (len(times) - 1))))]
+            print(f"# failover over {len(times)} kills: p50 {statistics.median(times):.2f} s, p99 (max of "
+                  f"{len(times)}) {p99:.2f} s, acknowledged records lost: {lost}")
         stop_gateways()
         ray.get(c.router.shutdown.remote())
     finally:

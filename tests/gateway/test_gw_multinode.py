@@ -132,14 +132,16 @@ SCRIPT = textwrap.dedent(
         # acks=all producer goes on, and every acknowledged record is read back at its offset.
         before_epoch = c.describe_topic("rep")["partitions"][vp]["leader_epoch"]
         node = next(n for n in cluster.list_all_nodes() if n.node_id == victim)
-        gateway_pid = ray.get(ray.get_actor(gateway_name(victim), namespace="logan_ray").stats.remote())["pid"]
+        pids = [ray.get(ray.get_actor(gateway_name(victim), namespace="logan_ray").stats.remote())["pid"],
+                ray.get(c.partition_actor("rep", vp).pid.remote())]
         t0 = time.monotonic()
         cluster.remove_node(node, allow_graceful=False)  # SIGKILL of the node's raylet and Ray processes
         import signal
-        try:
-            os.kill(gateway_pid, signal.SIGKILL)  # and of its gateway (a worker dies with its raylet anyway)
-        except ProcessLookupError:
-            pass
+        for pid in pids:  # and of its gateway and partition actor (they outlive their raylet for a moment)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         for i in range(200, 250):  # during the failover
             rp.produce("rep", b"r%%d" %% i, partition=vp, on_delivery=delivered_to)
         after, deadline = None, time.monotonic() + 90
