@@ -206,7 +206,7 @@ class Client:
         ``default.replication.factor``); more than the alive nodes raises InvalidReplicationFactorError."""
         info = get(self.router.create_topic.remote(name, partitions, config, replication_factor))
         if activate:
-            self.partitions(name, refresh=True)
+            self.partitions(name, activate=True)
         return info
 
     def delete_topic(self, name: str) -> None:
@@ -261,11 +261,16 @@ class Client:
         return get(self.router.compact.remote(topic, roll))
 
     # ---------------------------------------------------------------- routing
-    def partitions(self, topic: str, auto_create: bool = False, refresh: bool = False) -> list:
-        """[(actor handle, node id)] per partition, cached until ``refresh``; an offline partition's
-        handle is None and its node id the node it waits for."""
-        if refresh or topic not in self._routes:
-            routes = get(self.router.route.remote([topic], auto_create))
+    def partitions(self, topic: str, auto_create: bool = False, refresh: bool = False,
+                   activate: bool = False) -> list:
+        """[(actor handle, node id)] per partition, cached until ``refresh``.
+
+        Starts nothing by default (a process per partition only while it is in use): the handle of
+        an inactive partition is None, as is an offline one's (its node id is then the node it
+        waits for). ``partition_actor`` starts one partition; ``activate=True`` starts them all.
+        """
+        if refresh or activate or topic not in self._routes:
+            routes = get(self.router.route.remote([topic], auto_create, activate))
             if routes[topic] is None:
                 raise UnknownTopicError(f"topic {topic!r} does not exist")
             self._routes[topic] = routes[topic]

@@ -298,7 +298,7 @@ def write_topic(
     for c in ([value] if isinstance(value, str) else list(value)) + sorted(special):
         if c not in names:
             raise ValueError(f"column {c!r} not in the dataset's columns {names}")
-    routes = client.partitions(topic, auto_create=auto_create, refresh=True)
+    routes = client.partitions(topic, auto_create=auto_create, activate=True)  # every partition takes writes
     max_message_bytes = int(client.topic_config(topic).get("max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES))
     sink = TopicDatasink(topic, [a for a, _node in routes], client.router, key=key, value=value,
                          partition=partition, timestamp=timestamp, headers=headers, key_format=key_format,

@@ -122,7 +122,7 @@ def plan_ranges(client, topic: str, start: Any = "earliest", end: Any = "latest"
         for i, spec in enumerate((s, e)):
             ts = timestamp_ms(spec)
             if ts is not None:
-                lookups[(p, i)] = routes[p][0].offset_for_timestamp.remote(ts)
+                lookups[(p, i)] = client.partition_actor(topic, p).offset_for_timestamp.remote(ts)
     found = dict(zip(lookups, get(list(lookups.values())))) if lookups else {}
 
     ranges: list[ReadRange] = []
@@ -145,7 +145,7 @@ def plan_ranges(client, topic: str, start: Any = "earliest", end: Any = "latest"
         step = hi - lo if not records_per_task else records_per_task
         pieces = max(1, -(-(hi - lo) // step))
         cuts = np.linspace(lo, hi, pieces + 1).astype(np.int64).tolist()
-        actor, node_id = routes[p]
+        actor, node_id = client.partition_route(topic, p)  # starts only partitions that have records to read
         ranges.extend(ReadRange(topic, p, actor, node_id, a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a)
     return ranges
 

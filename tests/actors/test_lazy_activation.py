@@ -24,6 +24,9 @@ def test_create_topic_starts_no_actor_and_a_python_handle_activates_one_partitio
     assert all(p["online"] for p in client.describe_topic(topic_name)["partitions"])
     rows = [r for r in client.status() if r["topic"] == topic_name]
     assert len(rows) == 200 and not any(r["active"] for r in rows)
+    parts = client.partitions(topic_name, refresh=True)  # listing a topic's partitions starts none of them
+    assert len(parts) == 200 and all(h is None for h, _node in parts)
+    assert _live_partition_actors(topic_name) == set()
 
     router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
     handles = ray.get([router.activate.remote(topic_name, 7) for _ in range(10)])  # concurrent first requests

@@ -52,7 +52,7 @@ def test_replay_skips_and_counts_records_it_cannot_decode(client, topic_name):
     group = f"replay-{topic_name}"
     _commit(coord, group, topic_name, 5)
     parts = client.partitions(OFFSETS_TOPIC)
-    target = parts[offsets_log.partition_for_group(group, len(parts))][0]
+    target = client.partition_actor(OFFSETS_TOPIC, offsets_log.partition_for_group(group, len(parts)))
     garbage = [
         build_batch([b"\xc1 not msgpack"], [offsets_log.offset_key(group, topic_name, 0)]),  # bad offset value
         build_batch([b"\xc1\xc1"], [offsets_log.group_key(group)]),  # bad group metadata
