@@ -59,9 +59,10 @@ class Backend:
         self.client._routes.pop(topic, None)
 
     async def actor(self, topic: str, partition: int):
-        """The partition's actor handle (routes cached by the client; refreshed once on a miss)."""
+        """The partition's actor handle (routes cached by the client; refreshed once on a miss; an
+        inactive partition is started)."""
         parts = self.client._routes.get(topic)
-        if parts is not None and 0 <= partition < len(parts):
+        if parts is not None and 0 <= partition < len(parts) and parts[partition][0] is not None:
             return parts[partition][0]
         if partition < 0:
             raise UnknownPartitionError(f"topic {topic!r} has no partition {partition}")

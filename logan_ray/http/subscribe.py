@@ -77,7 +77,7 @@ async def stream(request: Request, topic: str, partition: int,
     if not start <= pos <= end:  # refuse now, while the answer can still be an HTTP error
         raise OffsetOutOfRangeError(f"offset {pos} is outside the log [{start}, {end}) of {topic}-{partition}")
     media = "application/x-ndjson" if format == "ndjson" else "text/event-stream"
-    body = _follow(actor, pos, format, encoding, max_records, idle_timeout_ms, max_bytes, who, topic)
+    body = _follow(actor, pos, format, encoding, max_records, idle_timeout_ms, max_bytes, who, topic, partition)
     return StreamingResponse(body, media_type=media, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
@@ -87,9 +87,14 @@ def _error(fmt: str, code: int, message: str) -> str:
 
 
 async def _follow(actor, pos: int, fmt: str, encoding: str, max_records: int | None, idle_timeout_ms: int | None,
-                  max_bytes: int, who: Access, topic: str) -> AsyncIterator[str]:
+                  max_bytes: int, who: Access, topic: str, partition: int) -> AsyncIterator[str]:
     """Each round re-checks the reader's rights (cached: microseconds), so a changed password or a
-    removed READ ends a live stream within about a second, with an error line, as a new request would."""
+    removed READ ends a live stream within about a second, with an error line, as a new request would.
+
+    A partition that hibernates (or whose actor is replaced) under a live stream is looked up again
+    through the router, which starts it: the stream goes on from its position, as a Kafka consumer's
+    fetches do across a leader change."""
+    lost = 0  # consecutive rounds whose actor was gone
     sent = 0
     idle_since = time.monotonic()
     if fmt == "sse":
@@ -111,6 +116,15 @@ async def _follow(actor, pos: int, fmt: str, encoding: str, max_records: int | N
         who = renewed
         try:
             chunk = await fetch(actor, pos, max_bytes, wait, (max_records - sent) if max_records else 1 << 30, encoding)
+            lost = 0
+        except (ray.exceptions.RayActorError, PartitionHibernatedError):
+            lost += 1
+            if lost > 3:
+                yield _error(fmt, E.NOT_LEADER_OR_FOLLOWER, f"partition {topic}-{partition} is not available")
+                return
+            current().forget(topic)
+            actor = await current().actor(topic, partition)
+            continue
         except LoganError as e:  # e.g. retention removed the position: say so in the stream, then end it
             yield _error(fmt, getattr(e, "code", E.UNKNOWN_SERVER_ERROR), str(e))
             return

@@ -60,3 +60,31 @@ def test_stream_errors_are_json_before_the_stream_starts(http, topic_name):
     assert r.status_code == 416 and r.json()["error_code"] == 1
     r = http.get(f"/stream/{topic_name}/0", params={"format": "xml"})
     assert r.status_code == 422 and r.json()["error_name"] == "INVALID_REQUEST"
+
+
+def test_stream_follows_its_partition_across_a_hibernation(client, http, http_url, topic_name):
+    """The partition hibernates under a live stream (its actor stops); the stream looks it up again
+    and goes on from its position with the records published after."""
+    import ray
+
+    from logan_ray.actors.names import NAMESPACE, ROUTER_NAME
+
+    http.post("/topic", json={"name": topic_name})
+    _publish(http_url, topic_name, ["before0", "before1"])
+    router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
+    got = []
+    with http.stream("GET", f"/stream/{topic_name}/0", params={"position": "earliest", "max_records": 4}) as r:
+        lines = r.iter_lines()
+        while len(got) < 2:
+            line = next(lines)
+            if line:
+                got.append(json.loads(line))
+        deadline = time.monotonic() + 30  # between two of the stream's long polls
+        while not ray.get(router.hibernate.remote(topic_name, 0, idle_only=False)):
+            assert time.monotonic() < deadline, "the partition never hibernated"
+        _publish(http_url, topic_name, ["after0", "after1"])  # starts the partition again
+        for line in lines:
+            if line:
+                got.append(json.loads(line))
+    assert [g["value"] for g in got] == ["before0", "before1", "after0", "after1"]
+    assert [g["offset"] for g in got] == [0, 1, 2, 3]
