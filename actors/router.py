@@ -530,15 +530,24 @@ class RouterActor(TopicAdmin, LeaderControl, PartitionHibernation, NodeWatch, Se
         return await self.activate(topic, partition)
 
     async def offsets(self, topic: str) -> dict[int, tuple[int, int]]:
+        """{partition: (log start, log end)}; inactive partitions are read from their folders, not started."""
         t = self._topic(topic)
-        handles = await asyncio.gather(*(self._activate(topic, p) for p in range(t["partitions"])))
+        closed = await self.closed_stats([(topic, p) for p in range(t["partitions"])
+                                          if (topic, p) not in self._handles])
+        rest = [p for p in range(t["partitions"]) if (topic, p) not in closed]
+        handles = await asyncio.gather(*(self._activate(topic, p) for p in rest))
         res = await asyncio.gather(*(h.offsets.remote() for h in handles))
-        return {p: tuple(r) for p, r in enumerate(res)}
+        out = {p: (st["log_start_offset"], st["log_end_offset"]) for (_t, p), st in closed.items()}
+        out.update((p, tuple(r)) for p, r in zip(rest, res))
+        return dict(sorted(out.items()))
 
     async def status(self) -> list[dict[str, Any]]:
-        """One row per partition: its log's stats, or for an offline one the node it waits for."""
+        """One row per partition: its log's stats (an inactive one's read from its folder), or for an
+        offline one the node it waits for."""
         self._watching()
         rows = []
+        closed = await self.closed_stats([(topic, p) for topic, t in self._meta["topics"].items()
+                                          for p in range(t["partitions"]) if (topic, p) not in self._handles])
         for topic, t in sorted(self._meta["topics"].items()):
             keys = [(topic, p) for p in range(t["partitions"])]
             stats = await asyncio.gather(*(self._handles[k].stats.remote() for k in keys if k in self._handles),
@@ -557,9 +566,10 @@ class RouterActor(TopicAdmin, LeaderControl, PartitionHibernation, NodeWatch, Se
                                  "segment_count": None})
                     continue
                 if not self._is_offline(*k):
+                    unknown = {"log_start_offset": None, "log_end_offset": None, "size_bytes": None,
+                               "segment_count": None}
                     rows.append({"topic": topic, "partition": k[1], "node_id": place["node_id"],
-                                 "node_ip": place.get("node_ip"), "active": False, "log_start_offset": None,
-                                 "log_end_offset": None, "size_bytes": None, "segment_count": None})
+                                 "node_ip": place.get("node_ip"), "active": False, **closed.get(k, unknown)})
                     continue
                 rows.append({"topic": topic, "partition": k[1], "node_id": place["node_id"],
                              "node_ip": place.get("node_ip"), "offline": True,

@@ -1,7 +1,8 @@
 """Node watch and retention rounds: what the router does on its own, every few seconds.
 
 A mixin of RouterActor: partitions of a gone node go offline and come back with it;
-inactive partitions are checked for retention without starting their actors.
+inactive partitions are checked for retention, and their offsets and sizes read, without
+starting their actors.
 """
 from __future__ import annotations
 
@@ -75,6 +76,32 @@ class NodeWatch:
                 log.warning("retention of inactive partition %s-%d failed: %s", topic, p, e)
         return due
 
+    async def closed_stats(self, keys: list[tuple[str, int]]) -> dict[tuple[str, int], dict[str, int]]:
+        """Log start/end, size and segment count of inactive partitions, read from their folders by one
+        task per node (``ClosedLog``: the checkpoints a clean close wrote), without starting them.
+
+        A folder that is not cleanly closed, a failed node task, or a partition that became active
+        meanwhile is left out: the caller asks its actor instead.
+        """
+        by_node: dict[str, list[tuple[tuple[str, int], str]]] = {}
+        for topic, p in keys:
+            t = self._meta["topics"].get(topic)
+            if t is None or (topic, p) in self._handles or (topic, p) in self._activating \
+                    or self._is_offline(topic, p):
+                continue
+            by_node.setdefault(t["placement"][str(p)]["node_id"], []).append(((topic, p), self._dir(topic, p)))
+        nodes = list(by_node)
+        answers = await asyncio.gather(*(_folder_stats.options(
+            scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False)).remote(
+            [d for _k, d in by_node[node]]) for node in nodes), return_exceptions=True)
+        out = {}
+        for node, answer in zip(nodes, answers):
+            if isinstance(answer, BaseException):
+                log.warning("reading inactive partition folders on node %s failed: %s", node, answer)
+                continue
+            out.update((k, st) for (k, _d), st in zip(by_node[node], answer) if st is not None)
+        return out
+
     async def _watch_nodes(self) -> None:
         """Take partitions offline when their node dies, bring them back when it returns, and finish
         deletions that waited for a node."""
@@ -118,3 +145,22 @@ def _retention_due(items: list[tuple[str, dict[str, str]]]) -> list[bool]:
 
     now_ms = int(time.time() * 1000)
     return [closed_folder_due(directory, TopicConfig.from_dict(config), now_ms) for directory, config in items]
+
+
+@ray.remote(num_cpus=0, max_retries=1)
+def _folder_stats(directories: list[str]) -> list[dict[str, int] | None]:
+    """Runs on a node: the stats of each cleanly closed partition folder (None when it is not)."""
+    from logan_ray.storage.closed_log import ClosedLog
+
+    out: list[dict[str, int] | None] = []
+    for directory in directories:
+        view = ClosedLog.open(directory)
+        if view is None:
+            out.append(None)
+            continue
+        try:
+            out.append({"log_start_offset": view.log_start_offset, "log_end_offset": view.log_end_offset,
+                        "size_bytes": view.size_bytes, "segment_count": view.segment_count})
+        finally:
+            view.close()
+    return out

@@ -58,6 +58,12 @@ def test_idle_partition_hibernates_cleanly_and_the_next_produce_through_an_old_h
         folder = os.path.join(broker_dir, f"{topic_name}-0")
         assert os.path.exists(os.path.join(folder, ".clean-shutdown"))  # closed cleanly: no scan on reopen
         assert glob.glob(os.path.join(folder, f"{20:020d}.snapshot"))  # producer state written at the log end
+        # a hibernated partition's offsets and size are read from its folder, without waking it
+        row = next(r for r in client.status() if r["topic"] == topic_name and r["partition"] == 0)
+        assert not row["active"] and (row["log_start_offset"], row["log_end_offset"]) == (0, 20)
+        assert row["size_bytes"] > 0 and row["segment_count"] == 1
+        assert client.partition_offsets(topic_name)[0] == (0, 20)
+        assert active_partitions(client, topic_name) == set()
         # the same producer, whose cached route points at the stopped actor, keeps going
         more = [producer.send(topic_name, f"b{i}".encode(), partition=0).result(30) for i in range(5)]
     assert [m.offset for m in more] == list(range(20, 25))

@@ -26,6 +26,10 @@ def test_create_topic_starts_no_actor_and_a_python_handle_activates_one_partitio
     assert len(rows) == 200 and not any(r["active"] for r in rows)
     parts = client.partitions(topic_name, refresh=True)  # listing a topic's partitions starts none of them
     assert len(parts) == 200 and all(h is None for h, _node in parts)
+    # offsets and status of inactive partitions are read from their folders, starting nothing
+    assert client.partition_offsets(topic_name) == {p: (0, 0) for p in range(200)}
+    rows = [r for r in client.status() if r["topic"] == topic_name]
+    assert all(r["log_start_offset"] == 0 and r["log_end_offset"] == 0 for r in rows)
     assert _live_partition_actors(topic_name) == set()
 
     router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
