@@ -191,6 +191,9 @@ class PartitionActor:
         log.info("partition %s-%d opened in %.1f ms: offsets [%d, %d), leader epoch %d", topic, partition,
                  (time.perf_counter() - started) * 1e3, self._log.log_start_offset, self._log.log_end_offset,
                  self._leader_epoch)
+        # Ray runs an async actor's constructor on its event loop. Watching idleness from here covers a
+        # restart by Ray after a crash too, which no router call follows: unused, it still hibernates.
+        self._start_idle_watch()
 
     # ------------------------------------------------------------------ writes
     @in_use

@@ -69,7 +69,7 @@ def sync_to(st: LogState, upto: int) -> None:
                 if seg.base_offset >= upto and seg is not active:
                     break
                 if seg is active:
-                    if upto > st.recovery_point:
+                    if upto > max(st.recovery_point, seg.base_offset):  # it holds offsets below upto
                         jobs.append((seg, seg.dup_fd(), False))
                 elif not seg.durable:
                     jobs.append((seg, seg.dup_fd(), True))

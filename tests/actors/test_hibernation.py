@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import glob
 import os
+import signal
 import time
 import uuid
 
@@ -201,6 +202,31 @@ def test_partitions_a_restarted_broker_starts_for_their_data_hibernate_when_idle
     ray.kill(client.router, no_restart=True)
     client._routes.clear()
     client.router = ensure_router(broker_dir, partition_idle_ms=IDLE_MS)  # starts partition 0: it holds data
+    wait_hibernated(client, topic_name, {0})
+    assert produce_one(client, topic_name, 0) == 1
+
+
+def test_a_partition_ray_restarted_after_a_crash_hibernates_when_idle(client, topic_name, short_idle):
+    """Ray restarts a crashed partition actor by itself (no router call follows): its idle
+    watch must run from the start, or a restarted partition nobody uses stays a process
+    forever (a test that SIGKILLed ``__consumer_offsets`` left one active for the session)."""
+    router = short_idle
+    ray.get(router.set_partition_idle_ms.remote(600_000))  # awake until killed
+    client.create_topic(topic_name, partitions=1, activate=False)
+    assert produce_one(client, topic_name, 0) == 0
+    actor = client.partition_actor(topic_name, 0)
+    pid = ray.get(actor.pid.remote())
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while True:  # ``pid`` is not traffic: asking it does not start anything in the new process
+        try:
+            if ray.get(actor.pid.remote(), timeout=10) != pid:
+                break
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            pass
+        assert time.monotonic() < deadline, "Ray did not restart the partition actor"
+        time.sleep(0.2)
+    ray.get(router.set_partition_idle_ms.remote(IDLE_MS))
     wait_hibernated(client, topic_name, {0})
     assert produce_one(client, topic_name, 0) == 1
 

@@ -118,6 +118,22 @@ def test_roll_fsyncs_the_folder_before_the_recovery_point_passes_the_new_segment
     lg.close()
 
 
+def test_background_flush_of_a_roll_syncs_the_rolled_segment_not_the_new_active_one(tmp_path, syncs):
+    """A roll asks for the sealed segment to become durable, nothing more: the records after
+    it stay page-cache fast (acks=1, as Kafka). Syncing the active segment as well cost a
+    disk write per roll and, when the flusher ran late under load, made an acks=1 tail
+    durable by accident (the broker's power-loss test then found nothing lost)."""
+    lg = open_log(tmp_path / "p", segment_bytes=200)
+    lg.append(batch(0, pad=150))
+    lg.append(batch(1, pad=150))  # rolls: the flusher is asked for segment 0
+    assert lg.segment_count == 2
+    lg._flusher.stop()  # runs the pending request, then ends
+    synced = [os.path.basename(path) for kind, path in syncs.calls if kind == "data"]
+    assert synced == ["00000000000000000000.log"], syncs.calls
+    assert lg.recovery_point == 1
+    lg.close()
+
+
 def test_deleting_segments_fsyncs_the_folder(tmp_path, syncs):
     clock = FakeClock()
     lg = open_log(tmp_path / "p", clock=clock, segment_bytes=200, retention_ms=1000, file_delete_delay_ms=0)
