@@ -95,6 +95,7 @@ def test_power_loss_under_the_broker_keeps_every_acks_all_record(client, gateway
         for t in threads:
             t.join(120)
         assert not errors, errors
+        tail_at = time.time()
         with Wire(gateway) as w:  # an unsynced tail, acknowledged with acks=1
             for i in range(20):
                 value = b"tail-%d-" % i + b"x" * 300
@@ -104,13 +105,18 @@ def test_power_loss_under_the_broker_keeps_every_acks_all_record(client, gateway
         actor = client.partition_actor(topic_name, 0)
         pid = ray.get(actor.pid.remote())
         os.kill(pid, signal.SIGSTOP)  # the broker stops doing I/O at this instant...
+        stopped_at = time.time()
         try:
             fs.power_loss()  # ...the power goes: every unsynced write is gone
             fs.mount()
         finally:
             os.kill(pid, signal.SIGKILL)  # Ray restarts the partition, which recovers from the disk
         recovered = _fetch_everything(gateway, topic_name)
-        end = check_recovered(recovered, acked)
+        try:
+            end = check_recovered(recovered, acked)
+        except AssertionError as e:  # which fsync made the tail durable, if one did
+            raise AssertionError(f"{e}\ntail produced at {tail_at:.3f}, broker stopped at {stopped_at:.3f}; "
+                                 f"last fsyncs:\n{fs.fsync_journal()}") from e
         with Wire(gateway) as w:  # offsets continue after the recovered end: none is reused
             r = _produce(w, topic_name, b"after", -1)
             assert (r["error_code"], r["base_offset"]) == (0, end)

@@ -28,6 +28,7 @@ from fuse import FUSE, FuseOSError, Operations
 
 ROOT = 1
 FAIL_FSYNC = "FAIL_FSYNC"  # present in the backing folder: every file fsync fails with EIO
+FSYNC_JOURNAL = "fsync.journal"  # one line per fsync, in the backing folder (not in the mounted tree)
 
 
 class VolatileFS(Operations):
@@ -213,6 +214,8 @@ class VolatileFS(Operations):
         with open(tmp, "wb") as f:
             f.write(self._content(ino))
         os.replace(tmp, self._data_path(ino))
+        with open(os.path.join(self.backing, FSYNC_JOURNAL), "a") as f:  # for a failing test to show
+            f.write(f"{time.time():.3f} fsync {path} {len(self._content(ino))} bytes\n")
         return 0
 
     def unlink(self, path):
@@ -276,6 +279,14 @@ class VolatileMount:
             open(path, "w").close()
         elif os.path.exists(path):
             os.remove(path)
+
+    def fsync_journal(self, last: int = 20) -> str:
+        """The last ``last`` fsyncs this file system saw (time, path, size): what a failing test shows."""
+        try:
+            with open(os.path.join(self.backing, FSYNC_JOURNAL)) as f:
+                return "".join(f.readlines()[-last:])
+        except FileNotFoundError:
+            return "(no fsync)"
 
     def power_loss(self) -> None:
         """Everything not fsynced is gone, at once: SIGKILL the file system, then detach it."""
