@@ -62,7 +62,6 @@ class GroupCoordinatorActor:
         self.coord = Coordinator(self.config)
         self._load_task: asyncio.Task | None = None
         self._create_lock = asyncio.Lock()
-        self._creating: asyncio.Task | None = None
         self._handles: list[Any] = []
         self._queues: dict[int, list[tuple[list, asyncio.Future]]] = {}
         self._writers: dict[int, asyncio.Task] = {}
@@ -103,14 +102,30 @@ class GroupCoordinatorActor:
             except Exception as e:
                 if not isinstance(getattr(e, "cause", e), TopicExistsError) and not isinstance(e, TopicExistsError):
                     raise
-        routes = await router.route.remote([OFFSETS_TOPIC])
+        routes = await router.route.remote([OFFSETS_TOPIC], activate=False)  # None: not started (yet)
         self._handles = [h for h, _ in routes[OFFSETS_TOPIC]] if routes.get(OFFSETS_TOPIC) else []
 
-    def _prepare_offsets_topic(self) -> None:
-        """A group is forming: create __consumer_offsets now, so its first commit does not wait for it."""
-        if not self._handles and (self._creating is None or self._creating.done()):
-            self._creating = asyncio.get_running_loop().create_task(self._writable())
-            self._background([self._creating])
+    async def _handle(self, part: int) -> Any:
+        """The actor of __consumer_offsets partition ``part``, started if inactive (a write or a
+        replay needs it). Partitions no group writes to stay closed files: no process each."""
+        handle = self._handles[part]
+        if handle is None:
+            router = await self._router()
+            handle = self._handles[part] = await router.activate.remote(OFFSETS_TOPIC, part)
+        return handle
+
+    def _prepare_offsets_topic(self, group_id: str) -> None:
+        """A group is forming: create __consumer_offsets and start the group's partition of it now,
+        during the rebalance (which waits ``group.initial.rebalance.delay.ms`` for a new group
+        anyway), so neither its first metadata write nor its first commit, made while its
+        members' traffic flows, waits for a process to start."""
+        self._background([asyncio.get_running_loop().create_task(self._prepare(group_id))])
+
+    async def _prepare(self, group_id: str) -> None:
+        await self._writable()
+        if self._handles:  # asks the router each time: a handle kept here may be of a hibernated actor
+            part = self._partition(group_id)
+            self._handles[part] = await (await self._router()).activate.remote(OFFSETS_TOPIC, part)
 
     async def _writable(self) -> None:
         if not self._handles:
@@ -122,8 +137,12 @@ class GroupCoordinatorActor:
         started = time.perf_counter()
         await self._route_offsets_topic()
         n = 0
-        for handle in self._handles:
-            start, end = await handle.offsets.remote()
+        # Offsets read from the folders of inactive partitions: only those holding records start.
+        ranges = await (await self._router()).offsets.remote(OFFSETS_TOPIC) if self._handles else {}
+        for part, (start, end) in sorted(ranges.items()):
+            if start >= end:
+                continue
+            handle = await self._handle(part)
             pos = start
             while pos < end:
                 data, _hw, log_start = await handle.fetch.remote(pos, REPLAY_CHUNK)
@@ -236,7 +255,7 @@ class GroupCoordinatorActor:
             error: BaseException | None = None
             for attempt in range(2):
                 try:
-                    await self._handles[part].append_durable.remote(batch, internal=True)
+                    await (await self._handle(part)).append_durable.remote(batch, internal=True)
                     error = None
                     break
                 except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
@@ -286,7 +305,7 @@ class GroupCoordinatorActor:
     async def join_group(self, body: dict, version: int = 9, client_id: str = "", client_host: str = "") -> dict:
         """JoinGroup: returns when the rebalance completes (or at once for errors and MEMBER_ID_REQUIRED)."""
         await self._ensure_loaded()
-        self._prepare_offsets_topic()
+        self._prepare_offsets_topic(body["group_id"])
         fut = asyncio.get_running_loop().create_future()
         self.coord.join_group(body, lambda r: fut.done() or fut.set_result(r), version=version,
                               client_id=client_id, client_host=client_host)

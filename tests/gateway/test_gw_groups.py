@@ -54,6 +54,33 @@ def _join_body(group: str, member_id: str = "", topics=("t",)) -> dict:
             "protocols": [{"name": "range", "metadata": encode_subscription(list(topics))}]}
 
 
+def test_a_joining_group_starts_its_offsets_partition_during_the_rebalance(client, gateway, coordinator, topic_name):
+    """Issue 12 item 8: the group's ``__consumer_offsets`` partition starts when the group
+    forms, not at its first metadata write or commit, which come while its members' traffic
+    flows (a process start then stalled that traffic). Only that partition starts."""
+    from logan_ray.actors.names import NAMESPACE, ROUTER_NAME
+    from logan_ray.groups import OFFSETS_TOPIC
+    from logan_ray.groups.offsets_log import partition_for_group
+
+    group = f"forming-{topic_name}"
+    client.create_topic(topic_name, 1)
+    with Wire(gateway) as w:  # __consumer_offsets exists (its partitions may be active or not)
+        assert w.call(JOIN, 3, _join_body(f"{group}-setup", topics=[topic_name]))["error_code"] == 0
+    router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
+    ours = partition_for_group(group, len(ray.get(router.offsets.remote(OFFSETS_TOPIC))))
+
+    def active() -> set[int]:
+        return {r["partition"] for r in ray.get(router.status.remote())
+                if r["topic"] == OFFSETS_TOPIC and r.get("active")}
+
+    wait_for(lambda: ours not in active() or ray.get(router.hibernate.remote(OFFSETS_TOPIC, ours, idle_only=False))
+             and ours not in active(), what=f"{OFFSETS_TOPIC}-{ours} hibernated")
+    with Wire(gateway) as w:  # the first step of a join only: no SyncGroup, nothing written
+        first = w.call(JOIN, 5, _join_body(group, topics=[topic_name]))
+        assert first["error_code"] == codes.MEMBER_ID_REQUIRED
+        wait_for(lambda: ours in active(), timeout=30, what=f"{OFFSETS_TOPIC}-{ours} started by the join")
+
+
 def test_find_coordinator_and_group_apis_on_the_wire(client, gateway, coordinator, topic_name):
     client.create_topic(topic_name, 2)
     group = f"wire-{topic_name}"
