@@ -93,8 +93,9 @@ class GroupCoordinatorActor:
         return ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
 
     async def _route_offsets_topic(self, create: bool = False) -> None:
-        """Handles of the __consumer_offsets partitions; the topic is created on the first write only,
-        so a broker whose groups never committed anything shows no internal topic."""
+        """Handles of the __consumer_offsets partitions (None for one not started); with ``create``
+        the topic is created first if missing (folders and metadata only: its partitions start
+        when a group needs them)."""
         router = await self._router()
         if create:
             try:
@@ -135,7 +136,7 @@ class GroupCoordinatorActor:
 
     async def _load(self) -> None:
         started = time.perf_counter()
-        await self._route_offsets_topic()
+        await self._route_offsets_topic()  # the router created the topic at its start (no process)
         n = 0
         # Offsets read from the folders of inactive partitions: only those holding records start.
         ranges = await (await self._router()).offsets.remote(OFFSETS_TOPIC) if self._handles else {}

@@ -54,6 +54,12 @@ def fresh_group_latency(bootstrap: str, seconds: float) -> dict[str, float]:
         reader.stop()
         raise RuntimeError("the consumer got no assignment within 60 s")
     joined = time.perf_counter() - t0
+    # The timed window starts once the consumer fetches (it has read the warm-up record): after an
+    # assignment with no committed offset, librdkafka itself waits 100 ms before its offset query
+    # ("backoff: (re)starting offset query timer", seen with debug=fetch), against any broker.
+    if not reader.reading.wait(30):
+        reader.stop()
+        raise RuntimeError("the consumer read nothing within 30 s of its assignment")
     i = paced_stamps(p, topic, seconds)
     delays = reader.wait_for(i, 15)
     c.close()

@@ -229,6 +229,7 @@ class DelayReader:
     def __init__(self, consumer, poll_s: float):
         self.consumer, self.poll_s = consumer, poll_s
         self.delays: list[float] = []
+        self.reading = threading.Event()  # set at the first record of any kind: the consumer fetches
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run)
         self._thread.start()
@@ -236,6 +237,8 @@ class DelayReader:
     def _run(self) -> None:
         while not self._stop.is_set():
             m = self.consumer.poll(self.poll_s)
+            if m is not None and m.error() is None:
+                self.reading.set()
             if m is not None and m.error() is None and len(m.value()) == 100:  # a stamp, not a warm-up record
                 self.delays.append(time.time_ns() / 1e6 - struct.unpack(">d", m.value()[:8])[0])
 
