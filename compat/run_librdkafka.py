@@ -41,7 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report-dir", help="keep librdkafka's JSON test reports here")
     p.add_argument("--num-partitions", type=int, default=4,
                    help="partitions of auto-created topics (librdkafka's test scenarios use 4)")
+    p.add_argument("--no-auto-create", action="store_true",
+                   help="broker with auto.create.topics.enable=false, tests in librdkafka's `noautocreate` scenario")
     args = p.parse_args(argv)
+    if args.no_auto_create:  # the runner's scenario: tests that need auto-creation off run, the others skip
+        os.environ["RUNNER_ARGS"] = f"{os.environ.get('RUNNER_ARGS', '')} -s noautocreate".strip()
 
     build()  # before the broker starts: a first build takes minutes and needs the CPU
 
@@ -49,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     from logan_ray.gateway import free_port
 
     with tempfile.TemporaryDirectory(prefix="logan-ray-librdkafka-") as data_dir:
-        broker = Broker(BrokerOptions(data_dir=data_dir, port=free_port(), num_partitions=args.num_partitions))
+        broker = Broker(BrokerOptions(data_dir=data_dir, port=free_port(), num_partitions=args.num_partitions,
+                                      auto_create_topics=not args.no_auto_create))
         try:
             endpoints = broker.start()
             print(f"logan-ray broker on {endpoints['kafka']} (data in {data_dir})", flush=True)
