@@ -219,3 +219,21 @@ def test_truncated_records_blob_is_rejected_by_both():
     blob = batch[HEADER_SIZE:]
     both_raise(lambda: scan_records(blob[:-3], 0, len(blob) - 3, 5))
     both_raise(lambda: scan_records(blob + b"\x00", 0, len(blob) + 1, 5))
+
+
+# Kafka's own expectations (UtilsTest.testMurmur2), as signed 32-bit values.
+KAFKA_MURMUR2 = {b"21": -973932308, b"foobar": -790332482, b"a-little-bit-long-string": -985981536,
+                 b"a-little-bit-longer-string": -1486304829,
+                 b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971, b"abc": 479470107}
+
+
+@SETTINGS
+@given(st.lists(st.binary(max_size=70), max_size=50))
+def test_murmur2_of_both_codecs_is_kafkas(keys):
+    from logan_ray.common.partitioner import murmur2, partition_for_key
+
+    signed = lambda h: h - (1 << 32) if h >= 1 << 31 else h  # noqa: E731
+    hc, hp = both(lambda: {k: signed(murmur2(k)) for k in KAFKA_MURMUR2})
+    assert hc == hp == KAFKA_MURMUR2
+    pc, pp = both(lambda: [(murmur2(k), partition_for_key(k, 7), murmur2(bytearray(k))) for k in keys])
+    assert pc == pp
