@@ -276,6 +276,12 @@ class Client:
             self._routes[topic] = routes[topic]
         return self._routes[topic]
 
+    @property
+    def routes(self) -> dict[str, list]:
+        """The cached route list of each topic (read only): a refresh replaces a topic's list, so a
+        producer that keeps the list it computed from sees by identity when to look again."""
+        return self._routes
+
     def partition_actor(self, topic: str, partition: int):
         """The Ray actor handle of one partition, for apps that call it directly."""
         return self.partition_route(topic, partition)[0]

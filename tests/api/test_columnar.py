@@ -2,13 +2,16 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from logan_ray.consumer import TopicPartition
 from logan_ray.data.arrow_records import RECORD_SCHEMA
 from logan_ray.partitioner import partition_for_key
+from logan_ray.storage import records as record_codec
 
 
 def poll_all(consumer, expected: int, timeout: float = 30.0) -> list:
@@ -31,12 +34,24 @@ def arrow_all(consumer, expected: int, timeout: float = 30.0, max_records: int |
     return pa.concat_tables(tables)
 
 
-def test_poll_arrow_equals_poll_and_advances_positions(client, topic_name):
+@pytest.fixture(params=["compiled", "pure"])
+def codec(request):
+    """The client's record codec (the producer's encoder, poll's and poll_arrow's decoders)."""
+    prev = record_codec.use_compiled(request.param == "compiled")
+    yield request.param
+    record_codec.use_compiled(prev)
+
+
+def test_poll_arrow_equals_poll_equals_what_was_sent_under_both_codecs(client, topic_name, codec):
     client.create_topic(topic_name, partitions=2)
     producer = client.producer(linger_ms=1)
+    sent = []
     for i in range(1500):
-        producer.send(topic_name, None if i % 9 == 0 else b"v%d" % i, b"k%d" % (i % 13) if i % 4 else None,
-                      headers=[("h", b"%d" % i), ("n", None)] if i % 50 == 0 else None)
+        value = None if i % 9 == 0 else b"v%d" % i
+        key = b"k%d" % (i % 13) if i % 4 else None
+        headers = [("h", b"%d" % i), ("n", None)] if i % 50 == 0 else None
+        producer.send(topic_name, value, key, headers=headers)
+        sent.append((key, value, tuple(headers or ())))
     producer.flush()
     tps = [(topic_name, 0), (topic_name, 1)]
     c1 = client.consumer(auto_offset_reset="earliest")
@@ -47,6 +62,7 @@ def test_poll_arrow_equals_poll_and_advances_positions(client, topic_name):
     table = arrow_all(c2, 1500, max_records=400)
     assert table.schema == RECORD_SCHEMA
     assert table.num_rows == len(records) == 1500
+    assert Counter((r.key, r.value, r.headers) for r in records) == Counter(sent)
     key = lambda r: (r[0], r[1], r[2])  # noqa: E731
     expected = sorted(((r.topic, r.partition, r.offset, r.timestamp, r.key, r.value,
                         [{"key": k, "value": v} for k, v in r.headers]) for r in records), key=key)

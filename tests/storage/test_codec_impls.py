@@ -2,9 +2,10 @@
 
 Every public codec function is run under both implementations on random
 records (null/empty keys and values, headers, timestamp spreads, every
-compression, control batches) and must agree with each other and with
-kafka-python's decoder as an independent oracle; corrupted input must be
-rejected by both.
+compression, control batches) and must agree with each other and with an
+independent client's decoder as the oracle (kafka-python; aiokafka for snappy,
+which kafka-python reads only with python-snappy); corrupted input must be
+rejected by both, compressed or not.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import struct
 
 import crc32c
 import kafka.record.default_records as kp
+from aiokafka.record import default_records as ak
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -74,6 +76,18 @@ def make_log(specs) -> tuple[bytes, list[bytes]]:
     return b"".join(out), batches
 
 
+def oracle(batches, specs) -> list[tuple]:
+    """(offset, timestamp, key, value, headers) of the data records, read by another client's decoder."""
+    out = []
+    for b, (_, codec, control) in zip(batches, specs):
+        if control:
+            continue
+        reader = ak.DefaultRecordBatch(b) if codec == "snappy" else kp.DefaultRecordBatch(b)
+        assert reader.validate_crc()
+        out.extend((r.offset, r.timestamp, r.key, r.value, tuple(tuple(h) for h in r.headers)) for r in reader)
+    return out
+
+
 def test_compiled_codec_is_built_and_serves_by_default():
     # CI builds the extension (pip install); the pure codec is only a fallback.
     assert codec_choice._compiled is not None
@@ -91,16 +105,31 @@ def test_both_codecs_build_the_same_bytes_and_decode_alike(specs):
     assert data_c == data_p
     expected = [r for b, (_, _, control) in zip(batches_c, specs) if not control for r in decode_batch(b)[1]]
     assert data_c == expected
-    # kafka-python as an independent oracle
-    oracle = []
-    for b, (_, codec, control) in zip(batches_c, specs):
-        if control or codec == "snappy":  # kafka-python's snappy needs python-snappy
-            continue
-        for r in kp.DefaultRecordBatch(b):
-            oracle.append((r.offset, r.timestamp, r.key, r.value, tuple(r.headers)))
-    mine = [(r.offset, r.timestamp, r.key, r.value, r.headers) for b, (_, codec, control) in zip(batches_c, specs)
-            if not control and codec != "snappy" for r in decode_batch(b)[1]]
-    assert mine == oracle
+    # another client's decoder as an independent oracle, for every codec
+    assert [(r.offset, r.timestamp, r.key, r.value, r.headers) for r in data_c] == oracle(batches_c, specs)
+
+
+@SETTINGS
+@given(batch_specs, st.integers(0, 60))
+def test_consumer_and_columnar_decoders_of_both_codecs_match_the_oracle(specs, start):
+    """What poll (decode_tagged) and poll_arrow / read_topic (decode_columns) return, under both codecs,
+    is what another client reads: every codec, headers, null keys and values, control batches skipped."""
+    log, batches = make_log(specs)
+    want = [r for r in oracle(batches, specs) if r[0] >= start]
+    tc, tp = both(lambda: decode_tagged(log, Rec, "t", 3, start))
+    assert [tuple(r[2:]) for r in tc] == want
+    assert [tuple(r[2:]) for r in tp] == want
+    for cols in both(lambda: decode_columns(log, start)):
+        assert cols.rows == len(want)
+        assert list(np.frombuffer(cols.offsets, np.int64)) == [r[0] for r in want]
+        assert list(np.frombuffer(cols.timestamps, np.int64)) == [r[1] for r in want]
+        for field, col in ((2, cols.key), (3, cols.value)):
+            offsets, data, valid, nulls = col
+            ends = np.frombuffer(offsets, np.int64 if cols.wide else np.int32)
+            got = [bytes(data[ends[i]:ends[i + 1]]) if valid[i] else None for i in range(cols.rows)]
+            assert got == [r[field] for r in want]
+            assert nulls == sum(r[field] is None for r in want)
+        assert [(row, tuple(h)) for row, h in cols.headers] == [(i, r[4]) for i, r in enumerate(want) if r[4]]
 
 
 class Rec(tuple):
@@ -158,18 +187,20 @@ def test_column_input_builds_what_lists_build(rows):
 
 
 @SETTINGS
-@given(st.lists(record, min_size=1, max_size=20), st.data())
-def test_corrupt_records_are_rejected_by_both(recs, data):
+@given(st.lists(record, min_size=1, max_size=20), st.sampled_from(CODECS), st.data())
+def test_corrupt_records_are_rejected_by_both(recs, codec, data):
     batch = bytearray(build_batch([v for _, v, _, _ in recs], [k for k, _, _, _ in recs],
-                                  headers=[h for _, _, h, _ in recs], timestamps=[t for *_, t in recs]))
-    # a flipped bit anywhere after the CRC field fails the CRC check
+                                  headers=[h for _, _, h, _ in recs], timestamps=[t for *_, t in recs],
+                                  compression=codec))
+    # a flipped bit anywhere after the CRC field fails the CRC check, on every decoding path
     i = data.draw(st.integers(21, len(batch) - 1))
     bad = bytearray(batch)
     bad[i] ^= 1 << data.draw(st.integers(0, 7))
     both_raise(lambda: decode_records(bytes(bad)))
     both_raise(lambda: decode_columns(bytes(bad)))
+    both_raise(lambda: decode_tagged(bytes(bad), Rec, "t", 0))
     # with the CRC fixed up, both codecs agree: same records or both reject
-    if i >= HEADER_SIZE:
+    if i >= HEADER_SIZE and codec == "none":
         struct.pack_into(">I", bad, 17, crc32c.crc32c(bytes(bad[21:])))
         outcome = []
         for flag in (True, False):
@@ -188,3 +219,21 @@ def test_truncated_records_blob_is_rejected_by_both():
     blob = batch[HEADER_SIZE:]
     both_raise(lambda: scan_records(blob[:-3], 0, len(blob) - 3, 5))
     both_raise(lambda: scan_records(blob + b"\x00", 0, len(blob) + 1, 5))
+
+
+# Kafka's own expectations (UtilsTest.testMurmur2), as signed 32-bit values.
+KAFKA_MURMUR2 = {b"21": -973932308, b"foobar": -790332482, b"a-little-bit-long-string": -985981536,
+                 b"a-little-bit-longer-string": -1486304829,
+                 b"lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971, b"abc": 479470107}
+
+
+@SETTINGS
+@given(st.lists(st.binary(max_size=70), max_size=50))
+def test_murmur2_of_both_codecs_is_kafkas(keys):
+    from logan_ray.common.partitioner import murmur2, partition_for_key
+
+    signed = lambda h: h - (1 << 32) if h >= 1 << 31 else h  # noqa: E731
+    hc, hp = both(lambda: {k: signed(murmur2(k)) for k in KAFKA_MURMUR2})
+    assert hc == hp == KAFKA_MURMUR2
+    pc, pp = both(lambda: [(murmur2(k), partition_for_key(k, 7), murmur2(bytearray(k))) for k in keys])
+    assert pc == pp
