@@ -39,7 +39,7 @@ SCRIPT = textwrap.dedent(
     import logan_ray
     from logan_ray.gateway import gateway_name, start_gateways, stop_gateways
     from logan_ray.storage.record_builder import build_batch
-    from wire_client import Wire, produce_body
+    from wire_client import Wire, metadata_body, produce_body
 
     SESSION_S = 3.0  # broker.session.timeout.ms (the default)
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "_system_config": {
@@ -224,6 +224,7 @@ SCRIPT = textwrap.dedent(
         ones, one_codes = [], []
         with Wire(safe) as w:
             for attempt in range(60):
+                w.call(3, 12, metadata_body([topic]))  # as a client does after NOT_LEADER_OR_FOLLOWER
                 value = "b-acks1-%%d" %% attempt
                 r = w.call(0, 9, produce_body(topic, vp, build_batch([value.encode()]), acks=1))
                 pr = r["responses"][0]["partition_responses"][0]
@@ -234,6 +235,7 @@ SCRIPT = textwrap.dedent(
                 time.sleep(0.2)
         out["b_acks1_s"] = time.monotonic() - t0
         out["b_acks1"] = [len(ones), [c for c in one_codes if c not in (0, 6, 7)]]
+        out["b_acks1_codes"] = one_codes
         with Wire(safe) as w:
             r = w.call(0, 9, produce_body(topic, vp, build_batch([b"b-all"]), acks=-1))
         out["b_acks_all_code"] = r["responses"][0]["partition_responses"][0]["error_code"]
