@@ -45,6 +45,8 @@ from logan_ray.storage.partition_dir import sweep_deleted
 
 from . import replica_placement
 from .broker_dynamic import DynamicConfigs
+from .broker_lease import (DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS, DEFAULT_BROKER_SESSION_TIMEOUT_MS, BrokerSessions,
+                           lease_ms)
 from .names import NAMESPACE, ROUTER_NAME, actor_name, cleaner_name
 from .partition import DEFAULT_IDLE_MS, partition_actor_class
 from .partition_feed import PartitionFeed
@@ -72,6 +74,7 @@ class RouterActor(TopicAdmin, LeaderControl, PartitionHibernation, NodeWatch, Se
                  cleaner_interval_s: float = 15.0, partition_idle_ms: int | None = None,
                  max_active_partitions: int | None = None, default_replication_factor: int = 1,
                  replica_lag_time_max_ms: int | None = None,
+                 broker_session_timeout_ms: int | None = None, broker_heartbeat_interval_ms: int | None = None,
                  producer_id_expiration_ms: int | None = None,
                  producer_id_expiration_check_interval_ms: int | None = None) -> None:
         self.data_dir = os.path.abspath(os.path.expanduser(data_dir))
@@ -83,6 +86,11 @@ class RouterActor(TopicAdmin, LeaderControl, PartitionHibernation, NodeWatch, Se
         self.default_replication_factor = default_replication_factor or 1
         #: Kafka's replica.lag.time.max.ms: a follower not caught up this long leaves the ISR
         self.replica_lag_time_max_ms = replica_lag_time_max_ms or DEFAULT_REPLICA_LAG_TIME_MAX_MS
+        #: Kafka's broker.session.timeout.ms / broker.heartbeat.interval.ms (actors/broker_lease.py)
+        self.broker_session_timeout_ms = broker_session_timeout_ms or DEFAULT_BROKER_SESSION_TIMEOUT_MS
+        self.broker_heartbeat_interval_ms = broker_heartbeat_interval_ms or DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS
+        lease_ms(self.broker_session_timeout_ms, self.broker_heartbeat_interval_ms)  # refuses a bad pair
+        self._sessions = BrokerSessions(self.broker_session_timeout_ms)
         self.topic_defaults = TopicConfig.from_dict(topic_defaults or {}).to_dict()
         self.maintenance_interval_s = maintenance_interval_s
         self.partition_idle_ms = partition_idle_ms or DEFAULT_IDLE_MS
@@ -584,17 +592,23 @@ class RouterActor(TopicAdmin, LeaderControl, PartitionHibernation, NodeWatch, Se
         self._gateways[node_id] = (host, port)
 
     async def unregister_gateway(self, node_id: str) -> None:
+        """A gateway stopped on purpose: its node's broker session ends without fencing the node."""
         self._gateways.pop(node_id, None)
+        self._sessions.forget(node_id)
 
     async def gateways(self) -> dict[str, tuple[str, int]]:
-        """The gateways of alive nodes (a node that died took its gateway with it)."""
+        """The gateways of alive nodes (a node that died took its gateway with it), fenced ones left out
+        (as Kafka's metadata leaves out fenced brokers)."""
         self._watching()
-        return {node: ep for node, ep in self._gateways.items() if node in self._alive}
+        return {node: ep for node, ep in self._gateways.items()
+                if node in self._alive and not self._sessions.fenced(node)}
 
     async def settings(self) -> dict[str, Any]:
         return {"data_dir": self.data_dir, "auto_create_topics": self.auto_create_topics,
                 "num_partitions": self.num_partitions, "default_replication_factor": self.default_replication_factor,
-                "replica_lag_time_max_ms": self.replica_lag_time_max_ms}
+                "replica_lag_time_max_ms": self.replica_lag_time_max_ms,
+                "broker_session_timeout_ms": self.broker_session_timeout_ms,
+                "broker_heartbeat_interval_ms": self.broker_heartbeat_interval_ms}
 
     # -------------------------------------------------------------- producers
     async def allocate_producer_id(self) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 import ray
@@ -14,10 +15,11 @@ import ray
 from logan_ray.storage.errors import FencedLeaderEpochError
 
 from . import replica_placement
-from .names import NAMESPACE, gateway_name
+from .names import NAMESPACE, actor_name, gateway_name
 
 log = logging.getLogger("logan_ray.router")
 HANDOVER_TIMEOUT_S = 10.0  # how long an elected replica's gateway may take to close its follower log
+KILL_WAIT_S = 5.0  # how long the old leader's actor name may take to be released after ray.kill
 
 
 class LeaderControl:
@@ -86,7 +88,9 @@ class LeaderControl:
         left out: there is no one to fetch from.
         """
         self._watching()
-        out = []
+        out: list[dict[str, Any]] = []
+        if self._sessions.fenced(node_id):
+            return out  # its old leaders may still run there (a zombie): it follows once registered again
         for topic, t in self._meta["topics"].items():
             if replica_placement.replication_factor(t) <= 1:
                 continue
@@ -97,11 +101,12 @@ class LeaderControl:
                     continue
                 out.append({"topic": topic, "partition": p, "topic_id": t["topic_id"], "leader": leader,
                             "leader_epoch": self._epoch(t, p), "config": self._effective(t).to_dict(),
-                            "directory": replica_placement.follower_dir(self.data_dir, node_id, topic, p)})
+                            "directory": self._replica_dir(t, topic, p, node_id)})
         return out
 
     async def _elect_leaders(self) -> list[tuple[str, int]]:
-        """Failover: a new leader for every replicated partition whose leader's node is gone; returns them.
+        """Failover: a new leader for every replicated partition whose leader's node is gone or fenced
+        (its broker session lapsed: ``broker_heartbeat``); returns them.
 
         Kafka's clean election (``unclean.leader.election.enable`` false, its default): the new
         leader is the first alive replica of the ISR (which the old leader kept, through
@@ -109,15 +114,19 @@ class LeaderControl:
         partition stays offline and waits. The new epoch, leader, ISR (the old leader out) and the
         new leader's folder are saved before the new leader's partition actor starts. Its node's
         replica fetcher first closes its follower log (``stop_following``), so one process at a time
-        writes the folder. The old leader's node is dead (Ray's view of nodes): it can no longer
-        answer anyone.
+        writes the folder. The old leader can no longer acknowledge: its node is dead in Ray's view,
+        or its lease ran out before its session did (actors/broker_lease.py); its partition actor is
+        killed (it may be stopped, not dead) so the name is free for the new one, and its folder is
+        remembered as that node's replica: if the node comes back it follows there, truncated by
+        leader epoch by its replica fetcher.
         """
         elected = []
         for topic, t in list(self._meta["topics"].items()):
             if replica_placement.replication_factor(t) <= 1:
                 continue
             for p in range(t["partitions"]):
-                if t["placement"][str(p)]["node_id"] not in self._alive and await self._elect(topic, p, t):
+                leader = t["placement"][str(p)]["node_id"]
+                if (leader not in self._alive or self._sessions.fenced(leader)) and await self._elect(topic, p, t):
                     elected.append((topic, p))
         return elected
 
@@ -125,7 +134,7 @@ class LeaderControl:
         rec = self._leader(t, partition)
         dead = t["placement"][str(partition)]["node_id"]
         candidates, unclean = replica_placement.election_candidates(
-            replica_placement.replicas_of(t, partition), rec.get("isr") or [], dead, self._alive,
+            replica_placement.replicas_of(t, partition), rec.get("isr") or [], dead, self._electable(),
             self._effective(t).unclean_leader_election_enable)
         for i, new in enumerate(candidates):
             # a candidate that did not answer may still release later at its epoch: the next one gets a
@@ -138,13 +147,15 @@ class LeaderControl:
             except Exception as e:  # no gateway there: no fetcher either, so no follower log to take over
                 log.warning("partition %s-%d: ISR member %s cannot take over: %s", topic, partition, new[:8], e)
                 continue
+            await self._kill_old_leader(topic, partition)
+            folders = rec.setdefault("folders", {})
+            folders[dead] = self._dir(topic, partition)
+            directory = folders.pop(new, None) or replica_placement.follower_dir(self.data_dir, new, topic, partition)
             replicas = rec["replicas"]
             rec["replicas"] = [r for r in replicas if r["node_id"] == new] + [r for r in replicas if r["node_id"] != new]
             rec["isr"] = [new] if unclean else [new] + [n for n in candidates if n != new]
-            rec.update(epoch=epoch, incarnation=None,
-                       directory=replica_placement.follower_dir(self.data_dir, new, topic, partition))
+            rec.update(epoch=epoch, incarnation=None, directory=directory)
             t["placement"][str(partition)] = {"node_id": new, "node_ip": self._alive[new]}
-            self._handles.pop((topic, partition), None)
             self._offline.pop((topic, partition), None)
             await self._save_soon()  # durable before the new leader (or anyone) uses the epoch
             getattr(self, "_unelectable", set()).discard((topic, partition))
@@ -159,6 +170,42 @@ class LeaderControl:
                         "(unclean.leader.election.enable=%s)", topic, partition, dead[:8],
                         str(self._effective(t).unclean_leader_election_enable).lower())
         return False
+
+    async def _kill_old_leader(self, topic: str, partition: int) -> None:
+        """End the old leader's partition actor for good and wait until its name is free.
+
+        Its node may be alive (fenced: stopped, cut off) and the actor with it; Ray's GCS marks it
+        dead and frees the name at once, and the process, if it ever runs again, is told to exit.
+        Until then it cannot acknowledge anything: its gateway's lease ran out.
+        """
+        handle = self._handles.pop((topic, partition), None)
+
+        def kill() -> None:
+            h = handle
+            deadline = time.monotonic() + KILL_WAIT_S
+            while True:
+                if h is None:
+                    try:
+                        h = ray.get_actor(actor_name(topic, partition), namespace=NAMESPACE)
+                    except ValueError:
+                        return  # no such actor (dead, hibernated): nothing to end
+                try:
+                    ray.kill(h, no_restart=True)
+                except Exception as e:  # already dead
+                    log.debug("partition %s-%d: old leader's actor: %s", topic, partition, e)
+                h = None
+                if time.monotonic() > deadline:
+                    log.warning("partition %s-%d: the old leader's actor still holds its name", topic, partition)
+                    return
+                time.sleep(0.05)
+
+        await asyncio.to_thread(kill)
+
+    def _replica_dir(self, t: dict[str, Any], topic: str, partition: int, node_id: str) -> str:
+        """The folder ``node_id`` holds as a follower: the one it used as leader before a failover, if it
+        led; otherwise its follower folder."""
+        folders = t.get("leaders", {}).get(str(partition), {}).get("folders", {})
+        return folders.get(node_id) or replica_placement.follower_dir(self.data_dir, node_id, topic, partition)
 
     @staticmethod
     def _leader(t: dict[str, Any], partition: int) -> dict[str, Any]:

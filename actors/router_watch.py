@@ -1,8 +1,12 @@
-"""Node watch and retention rounds: what the router does on its own, every few seconds.
+"""Node watch, broker heartbeats and retention rounds: what the router does on its own.
 
-A mixin of RouterActor: partitions of a gone node go offline and come back with it;
-inactive partitions are checked for retention, and their offsets and sizes read, without
-starting their actors.
+A mixin of RouterActor. A node is gone for the controller when either comes first: Ray's
+view of nodes (the GCS, polled every ``WATCH_INTERVAL_S``; Ray 2.60 has no public
+subscription to node changes) says it is dead, or its gateway's broker session lapsed
+(``broker_heartbeat``, checked every ``LAPSE_CHECK_S``; actors/broker_lease.py). Then
+replicated partitions it led get a new leader from the ISR; partitions of a gone node
+go offline and come back with it. Inactive partitions are checked for retention, and
+their offsets and sizes read, without starting their actors.
 """
 from __future__ import annotations
 
@@ -17,7 +21,8 @@ from logan_ray.storage.config import TopicConfig
 
 
 log = logging.getLogger("logan_ray.router")
-WATCH_INTERVAL_S = 2.0  # how often nodes are checked for partitions to take offline or bring back
+WATCH_INTERVAL_S = 2.0  # how often Ray's view of nodes is read (partitions to take offline or bring back)
+LAPSE_CHECK_S = 0.1  # how often broker sessions are checked for a lapse (a dictionary scan)
 
 
 class NodeWatch:
@@ -102,18 +107,54 @@ class NodeWatch:
             out.update((k, st) for (k, _d), st in zip(by_node[node], answer) if st is not None)
         return out
 
+    async def broker_heartbeat(self, node_id: str, broker_epoch: int) -> int:
+        """A node's gateway is alive and reachable (Kafka's BrokerHeartbeat); returns its broker epoch.
+
+        Sent every ``broker.heartbeat.interval.ms``; without one for ``broker.session.timeout.ms``
+        the node is fenced: it leads nothing from then on (its replicated partitions get new leaders
+        from their ISR) and its gateway is left out of Metadata. A fenced node's next heartbeat
+        registers it again under a new broker epoch, and it follows the partitions it led. Idempotent
+        (a retried call gets the same epoch).
+        """
+        self._watching()
+        epoch = self._sessions.heartbeat(node_id, broker_epoch)
+        if epoch != broker_epoch:
+            log.info("router: broker on node %s registered, broker epoch %d", node_id[:8], epoch)
+        return epoch
+
+    def _electable(self) -> dict[str, str]:
+        """Nodes that may lead: alive in Ray's view and not fenced (node id -> address)."""
+        return {n: ip for n, ip in self._alive.items() if not self._sessions.fenced(n)}
+
     async def _watch_nodes(self) -> None:
-        """Take partitions offline when their node dies, bring them back when it returns, and finish
-        deletions that waited for a node."""
+        """Elect new leaders when a leader's node dies or is fenced, take partitions offline when their
+        node dies, bring them back when it returns, and finish deletions that waited for a node."""
+        polled = -WATCH_INTERVAL_S
         while True:
+            now = time.monotonic()
             try:
-                await self._check_nodes()
+                lapsed = self._sessions.lapse()
+                for node in lapsed:
+                    log.warning("router: broker on node %s fenced: no heartbeat for %d ms", node[:8],
+                                self.broker_session_timeout_ms)
+                if lapsed or now - polled >= WATCH_INTERVAL_S:
+                    polled = now
+                    await self._check_nodes()
             except Exception:
                 log.exception("router: node check failed")
-            await asyncio.sleep(WATCH_INTERVAL_S)
+            asleep = time.monotonic()
+            await asyncio.sleep(LAPSE_CHECK_S)
+            late = time.monotonic() - asleep - LAPSE_CHECK_S
+            if late > 0.5:
+                # the router's event loop was stalled (not the brokers: their heartbeats wait in its
+                # queue): that time must not count against their sessions, or one stall fences them all
+                self._sessions.stalled(late)
 
     async def _check_nodes(self) -> None:
         self._refresh_nodes()
+        for node in self._sessions.nodes():
+            if node not in self._alive:
+                self._sessions.forget(node)  # dead for Ray: this node id never comes back
         async with self._lock:
             changed = False
             for topic, p in await self._elect_leaders():  # replicated partitions: failover from the ISR

@@ -130,6 +130,8 @@ class Broker:
                                             num_partitions=settings.get("num.partitions"),
                                             default_replication_factor=settings.get("default.replication.factor"),
                                             replica_lag_time_max_ms=settings.get("replica.lag.time.max.ms"),
+                                            broker_session_timeout_ms=settings.get("broker.session.timeout.ms"),
+                                            broker_heartbeat_interval_ms=settings.get("broker.heartbeat.interval.ms"),
                                             topic_defaults=settings.topic_defaults,
                                             partition_idle_ms=settings.get("partition.idle.ms"),
                                             max_active_partitions=settings.get("max.active.partitions"),

@@ -147,6 +147,13 @@ _SETTINGS: dict[str, _Setting] = {
                                            "replicas of topics created without a replication factor"),
     "replica.lag.time.max.ms": _Setting(_int_range(1, LONG_MAX), "30000",
                                         "a follower not caught up with its leader this long leaves the ISR"),
+    # broker sessions (KRaft's names; shorter defaults than Kafka's 2000/9000 for a failover <= 5 s)
+    "broker.heartbeat.interval.ms": _Setting(_int_range(1, INT_MAX), "500",
+                                             "how often each node's gateway heartbeats the router (the controller)"),
+    "broker.session.timeout.ms": _Setting(_int_range(2, INT_MAX), "3000",
+                                          "a node without a heartbeat this long is fenced and its leaders "
+                                          "replaced; its gateway stops acknowledging produce earlier, after "
+                                          "this minus broker.heartbeat.interval.ms"),
     "log.dirs": _Setting(_reject_log_dirs, None, "the data dir (one; same as --data-dir)"),
     "log.dir": _Setting(_reject_log_dirs, None, "the data dir (one; same as --data-dir)"),
     # idempotent producers (Kafka's TransactionLogConfig; the expiration is also dynamic, cluster-wide)
@@ -202,7 +209,8 @@ STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 #: given) as sensitive, without a value (KafkaConfig.maybeSensitive).
 KAFKA_TYPES: dict[str, int | None] = {
     "auto.create.topics.enable": BOOLEAN, "num.partitions": INT, "default.replication.factor": INT,
-    "replica.lag.time.max.ms": LONG, "log.dirs": STRING, "log.dir": STRING,
+    "replica.lag.time.max.ms": LONG, "broker.heartbeat.interval.ms": INT, "broker.session.timeout.ms": INT,
+    "log.dirs": STRING, "log.dir": STRING,
     "listeners": STRING, "advertised.listeners": STRING, "listener.security.protocol.map": STRING,
     "socket.request.max.bytes": INT, "queued.max.request.bytes": LONG, "max.connections": INT,
     "max.connections.per.ip": INT, "max.connections.per.ip.overrides": STRING, "connections.max.reauth.ms": LONG,

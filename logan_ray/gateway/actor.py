@@ -18,8 +18,10 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from logan_ray._ray import NAMESPACE, get
+from logan_ray.actors.broker_lease import DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS, DEFAULT_BROKER_SESSION_TIMEOUT_MS
 from logan_ray.actors.names import gateway_name
 
+from .heartbeat import Heartbeat
 from .replica_fetcher import ReplicaFetcher
 from .server import MAX_FRAME_BYTES, Gateway
 
@@ -50,6 +52,7 @@ class GatewayActor:
         self._bound: tuple[str, int] | None = None
         self._register_task: asyncio.Task | None = None
         self._fetcher: ReplicaFetcher | None = None
+        self._heartbeat: Heartbeat | None = None
         logging.getLogger("logan_ray").setLevel(logging.INFO)
         ctx = ray.get_runtime_context()
         self._restarted = ctx.was_current_actor_reconstructed
@@ -80,6 +83,17 @@ class GatewayActor:
             self.port = self._bound[1]  # a restart re-binds the same port
             await self._register()
             self._register_task = asyncio.get_running_loop().create_task(self._keep_registered())
+            settings = await gateway.cluster.settings()
+            self._heartbeat = Heartbeat(gateway.cluster, self.node_id,
+                                        settings.get("broker_session_timeout_ms", DEFAULT_BROKER_SESSION_TIMEOUT_MS),
+                                        settings.get("broker_heartbeat_interval_ms",
+                                                     DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS))
+            gateway.cluster.lease = self._heartbeat.lease
+            try:
+                await self._heartbeat.beat()  # a lease before the first produce
+            except Exception as e:
+                log.warning("gateway: first broker heartbeat failed: %s", e)
+            self._heartbeat.start()
             self._fetcher = ReplicaFetcher(router, self.node_id)  # this node's follower replicas
             self._fetcher.start()
         return self.endpoint()
@@ -175,6 +189,8 @@ class GatewayActor:
         """Stop listening, close connections and leave the router's broker list."""
         if self._register_task is not None:
             self._register_task.cancel()
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
         if self._fetcher is not None:
             await self._fetcher.stop()
             self._fetcher = None

@@ -222,6 +222,9 @@ class Cluster:
         self._activating: dict[tuple[str, int, str | None], asyncio.Future] = {}
         self.closed = ClosedReads(self._data_dir)
         self._following: asyncio.Task | None = None
+        #: this node's broker lease (actors/broker_lease.py) when its gateway heartbeats the router; None:
+        #: no session, so the router never fences this node and nothing here waits for a lease
+        self.lease: Any = None
 
     # ---------------------------------------------------------------- routes
     def _store(self, name: str, route: dict | None) -> list[Partition] | None:
@@ -356,6 +359,10 @@ class Cluster:
 
     def forget(self, name: str) -> None:
         self._routes.pop(name, None)
+
+    def forget_all(self) -> None:
+        """Drop every cached route (this node was fenced: its leaderships may have moved)."""
+        self._routes.clear()
 
     # ------------------------------------------------------------- topic ids
     def _remember_id(self, name: str, tid: uuid.UUID) -> None:

@@ -59,6 +59,12 @@ def _not_leader(index: int, name: str, part: Any) -> dict:
     return out
 
 
+def _fenced(index: int, name: str) -> dict:
+    """NOT_LEADER_OR_FOLLOWER for a node whose broker lease lapsed: the client refreshes its metadata."""
+    return _result(index, codes.NOT_LEADER_OR_FOLLOWER,
+                   f"{name}-{index}: this broker's lease with the controller lapsed (fenced)")
+
+
 def _plain_records(data: Any) -> int | None:
     """Offsets taken by well-framed, non-idempotent batches; None when the data must go alone."""
     total = end = 0
@@ -129,10 +135,19 @@ async def _append_group(gw: GatewayContext, name: str, index: int, group: list[_
                 for _ in group]
     if not part.local:
         return [_not_leader(index, name, part) for _ in group]
+    lease = gw.cluster.lease if len(part.replicas) > 1 else None  # only a replicated partition can move
+    session = lease.broker_epoch if lease is not None else None
+    if lease is not None and not lease.valid(session):
+        return [_fenced(index, name) for _ in group]
     data = group[0].data if len(group) == 1 else b"".join(item.data for item in group)
     method = "append_durable" if any(item.durable for item in group) else "append"
     try:
         base, append_time, log_start = await part.call(method, payload=data)
+        if lease is not None and not lease.valid(session):
+            # this node's lease ran out during the append (stopped, cut off from the router): another
+            # leader may be elected by now, so this one must not acknowledge (a fenced Kafka broker)
+            gw.cluster.forget(name)
+            return [_fenced(index, name) for _ in group]
     except Exception as e:
         if is_stale_route(e):
             gw.cluster.forget(name)

@@ -1,0 +1,127 @@
+"""Broker sessions: each node's gateway heartbeats the controller (the router), as a KRaft broker does.
+
+Kafka's model (KIP-631): a broker sends a heartbeat every ``broker.heartbeat.interval.ms``
+and the controller fences it when none arrived for ``broker.session.timeout.ms``; a
+fenced broker leads nothing. Here both sides keep time with the monotonic clock and
+the lease is what makes fencing safe without the zombie's cooperation:
+
+* The controller (:class:`BrokerSessions`) counts a node's session from the moment a
+  heartbeat *arrived*; it may elect other leaders for that node's partitions only once
+  ``session_timeout_ms`` passed without one.
+* The broker (:class:`BrokerLease`) counts its lease from the moment it *sent* the
+  heartbeat that was answered, and stops acknowledging produce ``lease_ms`` =
+  ``session_timeout_ms - heartbeat_interval_ms`` after it. Sending comes before arriving,
+  and the lease is shorter than the session, so the broker stops before the controller may
+  elect: there is never a moment with two acknowledging leaders (a stopped process, a
+  lost network, a slow router only shorten the lease, never stretch it).
+
+A node that heartbeats again after being fenced gets a new broker epoch (Kafka's
+re-registration): everything its gateway knew under the old one (routes, a lease) is void.
+Pure bookkeeping: no Ray, no I/O, so the rules are tested as such (tests/actors/test_broker_lease.py).
+"""
+from __future__ import annotations
+
+import time
+
+#: Kafka's broker.heartbeat.interval.ms is 2000 and broker.session.timeout.ms 9000; a Ray node's
+#: gateway is one process on a local network, so both are shorter here (failover <= 5 s).
+DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS = 500
+DEFAULT_BROKER_SESSION_TIMEOUT_MS = 3000
+
+
+def lease_ms(session_timeout_ms: int, heartbeat_interval_ms: int) -> int:
+    """How long a broker may acknowledge after sending an answered heartbeat: shorter than the session."""
+    if heartbeat_interval_ms <= 0 or session_timeout_ms <= heartbeat_interval_ms:
+        raise ValueError(f"broker.session.timeout.ms ({session_timeout_ms}) must be above "
+                         f"broker.heartbeat.interval.ms ({heartbeat_interval_ms}) > 0")
+    return session_timeout_ms - heartbeat_interval_ms
+
+
+class BrokerLease:
+    """The broker's side: may this node still acknowledge writes to the partitions it leads?"""
+
+    def __init__(self, session_timeout_ms: int = DEFAULT_BROKER_SESSION_TIMEOUT_MS,
+                 heartbeat_interval_ms: int = DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS) -> None:
+        self.lease_s = lease_ms(session_timeout_ms, heartbeat_interval_ms) / 1000.0
+        self.heartbeat_interval_s = heartbeat_interval_ms / 1000.0
+        self.broker_epoch = -1  # none yet: nothing may be acknowledged before the first answer
+        self._until = 0.0
+
+    def granted(self, sent_at: float, broker_epoch: int) -> bool:
+        """The controller answered a heartbeat sent at ``sent_at`` (monotonic) with ``broker_epoch``.
+
+        Returns True when the epoch is new (a first registration, or the controller had fenced
+        this node): the caller must drop what it knew under the old one before acknowledging.
+        """
+        renewed = broker_epoch != self.broker_epoch
+        if renewed:
+            self.broker_epoch = broker_epoch
+            self._until = 0.0
+        self._until = max(self._until, sent_at + self.lease_s)
+        return renewed
+
+    def valid(self, broker_epoch: int | None = None, now: float | None = None) -> bool:
+        """True while the lease runs (and, given ``broker_epoch``, under that same epoch)."""
+        if broker_epoch is not None and broker_epoch != self.broker_epoch:
+            return False
+        return (time.monotonic() if now is None else now) < self._until
+
+
+class BrokerSessions:
+    """The controller's side: which nodes' brokers are fenced (no heartbeat for the session timeout)."""
+
+    def __init__(self, session_timeout_ms: int = DEFAULT_BROKER_SESSION_TIMEOUT_MS) -> None:
+        self.session_timeout_s = session_timeout_ms / 1000.0
+        self._last: dict[str, float] = {}  # node -> when its last heartbeat arrived
+        self._epoch: dict[str, int] = {}  # node -> its broker epoch
+        self._fenced: set[str] = set()
+        # above any epoch a previous router handed out (a restarted router must not repeat one)
+        self._next_epoch = time.time_ns() // 1000
+
+    def heartbeat(self, node: str, broker_epoch: int, now: float | None = None) -> int:
+        """A heartbeat from ``node``'s broker, which knows ``broker_epoch``; returns its broker epoch now.
+
+        A first heartbeat, or one after the node was fenced, registers it under a new epoch;
+        otherwise the epoch stays (Ray retrying the call gets the same answer).
+        """
+        now = time.monotonic() if now is None else now
+        if node not in self._epoch or node in self._fenced:
+            self._fenced.discard(node)
+            self._epoch[node] = self._next_epoch
+            self._next_epoch += 1
+        self._last[node] = now
+        return self._epoch[node]
+
+    def lapse(self, now: float | None = None) -> list[str]:
+        """Fence every node whose session lapsed; returns the nodes fenced by this call."""
+        now = time.monotonic() if now is None else now
+        out = [n for n, at in self._last.items() if n not in self._fenced and now - at >= self.session_timeout_s]
+        self._fenced.update(out)
+        return out
+
+    def fenced(self, node: str) -> bool:
+        """Fenced: it had a session and let it lapse. A node that never heartbeated (no gateway) is
+        judged by Ray's view of nodes alone."""
+        return node in self._fenced
+
+    def nodes(self) -> list[str]:
+        """Every node with a session (fenced or not)."""
+        return list(self._epoch)
+
+    def stalled(self, seconds: float) -> None:
+        """The controller itself did not run for ``seconds``: push every open session's start on by
+        that much. Only ever delays fencing, so the lease rule still holds."""
+        for n in self._last:
+            self._last[n] += seconds
+
+    def forget(self, node: str) -> None:
+        """A node Ray declared dead: it will never heartbeat under this id again."""
+        self._last.pop(node, None)
+        self._epoch.pop(node, None)
+        self._fenced.discard(node)
+
+    def next_lapse_in(self, now: float | None = None) -> float | None:
+        """Seconds until the next session may lapse (None without sessions), for the watch's sleep."""
+        now = time.monotonic() if now is None else now
+        open_ = [at for n, at in self._last.items() if n not in self._fenced]
+        return max(0.0, min(open_) + self.session_timeout_s - now) if open_ else None

@@ -1,0 +1,58 @@
+"""The gateway's broker heartbeat: keeps this node's lease with the controller (the router).
+
+Kafka's BrokerLifecycleManager: every ``broker.heartbeat.interval.ms`` the gateway tells
+the router it is alive (``broker_heartbeat``), and each answer extends its lease
+(actors/broker_lease.py): while the lease runs this node may acknowledge writes to
+the replicated partitions it leads; once it lapses (the router unreachable, this node
+stopped or cut off), produce is answered NOT_LEADER_OR_FOLLOWER, as a fenced Kafka
+broker does, before the router may elect another leader. An answer with a new broker
+epoch (the router had fenced this node) first drops every route this gateway cached:
+the partitions it led may have other leaders now.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from logan_ray.actors.broker_lease import BrokerLease
+
+log = logging.getLogger("logan_ray.gateway")
+
+
+class Heartbeat:
+    def __init__(self, cluster: Any, node_id: str, session_timeout_ms: int, heartbeat_interval_ms: int) -> None:
+        self._cluster = cluster
+        self._node_id = node_id
+        self.lease = BrokerLease(session_timeout_ms, heartbeat_interval_ms)
+        self._task: asyncio.Task | None = None
+
+    async def beat(self) -> None:
+        """One heartbeat; the lease counts from before it was sent."""
+        sent = time.monotonic()
+        epoch = await self._cluster.router.broker_heartbeat.remote(self._node_id, self.lease.broker_epoch)
+        if epoch != self.lease.broker_epoch:
+            if self.lease.broker_epoch >= 0:
+                log.warning("gateway: this node was fenced; registered again (broker epoch %d)", epoch)
+            self._cluster.forget_all()  # before the lease runs again under the new epoch
+        self.lease.granted(sent, epoch)
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.beat()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # the router may be restarting: the lease runs out meanwhile
+                log.warning("gateway: broker heartbeat failed: %s", e)
+            await asyncio.sleep(self.lease.heartbeat_interval_s)

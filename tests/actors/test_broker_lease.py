@@ -1,0 +1,57 @@
+"""Broker sessions and leases (actors/broker_lease.py): the rules that keep two leaders from acknowledging."""
+import pytest
+
+from logan_ray.actors.broker_lease import BrokerLease, BrokerSessions, lease_ms
+
+
+def test_the_lease_ends_before_the_controller_may_fence():
+    sessions, lease = BrokerSessions(3000), BrokerLease(3000, 500)
+    sent = 100.0
+    epoch = sessions.heartbeat("n1", lease.broker_epoch, now=sent + 0.2)  # arrives after it was sent
+    lease.granted(sent, epoch)
+    assert lease.valid(epoch, now=sent + 2.49)
+    assert not lease.valid(epoch, now=sent + 2.5)  # the broker stops acknowledging here...
+    assert sessions.lapse(now=sent + 2.5) == [] and sessions.lapse(now=sent + 3.1) == []
+    assert sessions.lapse(now=sent + 3.2) == ["n1"]  # ...and is fenced (others may lead) only after
+    assert sessions.fenced("n1")
+
+
+def test_nothing_is_acknowledged_before_the_first_heartbeat_is_answered():
+    lease = BrokerLease(3000, 500)
+    assert not lease.valid(now=0.0) and not lease.valid(lease.broker_epoch, now=0.0)
+
+
+def test_a_fenced_node_registers_again_under_a_new_epoch_and_its_old_lease_is_void():
+    sessions, lease = BrokerSessions(3000), BrokerLease(3000, 500)
+    first = sessions.heartbeat("n1", -1, now=0.0)
+    assert lease.granted(0.0, first)  # a first registration is new
+    assert sessions.heartbeat("n1", first, now=1.0) == first  # a retried or regular heartbeat: same epoch
+    assert not lease.granted(1.0, first)
+    assert sessions.lapse(now=4.5) == ["n1"]
+    second = sessions.heartbeat("n1", first, now=5.0)
+    assert second != first and not sessions.fenced("n1")
+    assert lease.granted(5.0, second)  # the gateway must drop its routes
+    assert not lease.valid(first, now=5.1)  # a request begun under the old epoch cannot be acknowledged
+    assert lease.valid(second, now=5.1)
+
+
+def test_a_stalled_controller_does_not_fence_brokers_whose_heartbeats_waited_for_it():
+    sessions = BrokerSessions(3000)
+    sessions.heartbeat("n1", -1, now=0.0)
+    sessions.stalled(5.0)  # the router did not run from 0.5 to 5.5
+    assert sessions.lapse(now=5.6) == []
+    assert sessions.lapse(now=8.1) == ["n1"]
+
+
+def test_nodes_without_a_session_are_never_fenced():
+    sessions = BrokerSessions(3000)
+    assert sessions.lapse(now=1e9) == [] and not sessions.fenced("gatewayless")
+    sessions.heartbeat("n1", -1, now=0.0)
+    sessions.forget("n1")  # dead in Ray's view
+    assert sessions.lapse(now=1e9) == [] and sessions.nodes() == []
+
+
+def test_the_session_must_be_longer_than_the_heartbeat_interval():
+    assert lease_ms(3000, 500) == 2500
+    with pytest.raises(ValueError):
+        lease_ms(500, 500)
