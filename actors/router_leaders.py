@@ -97,7 +97,8 @@ class LeaderControl:
                     continue
                 out.append({"topic": topic, "partition": p, "topic_id": t["topic_id"], "leader": leader,
                             "leader_epoch": self._epoch(t, p), "config": self._effective(t).to_dict(),
-                            "directory": replica_placement.follower_dir(self.data_dir, node_id, topic, p)})
+                            "directory": replica_placement.follower_dir_of(
+                                self.data_dir, self._leader(t, p), node_id, topic, p)})
         return out
 
     async def _elect_leaders(self) -> list[tuple[str, int]]:
@@ -121,12 +122,13 @@ class LeaderControl:
                     elected.append((topic, p))
         return elected
 
-    async def _elect(self, topic: str, partition: int, t: dict[str, Any]) -> bool:
+    async def _elect(self, topic: str, partition: int, t: dict[str, Any], unclean: bool = False) -> bool:
+        """``unclean``: allowed whatever the topic's config says (ElectLeaders UNCLEAN, router_rebalance)."""
         rec = self._leader(t, partition)
         dead = t["placement"][str(partition)]["node_id"]
         candidates, unclean = replica_placement.election_candidates(
             replica_placement.replicas_of(t, partition), rec.get("isr") or [], dead, self._alive,
-            self._effective(t).unclean_leader_election_enable)
+            unclean or self._effective(t).unclean_leader_election_enable)
         for i, new in enumerate(candidates):
             # a candidate that did not answer may still release later at its epoch: the next one gets a
             # higher epoch, so that late release cannot keep it from following the one elected
@@ -138,11 +140,13 @@ class LeaderControl:
             except Exception as e:  # no gateway there: no fetcher either, so no follower log to take over
                 log.warning("partition %s-%d: ISR member %s cannot take over: %s", topic, partition, new[:8], e)
                 continue
+            replica_placement.remember_assignment(rec)  # the preferred replica stays the first assigned
+            directory = replica_placement.follower_dir_of(self.data_dir, rec, new, topic, partition)
+            rec.get("follower_dirs", {}).pop(new, None)
             replicas = rec["replicas"]
             rec["replicas"] = [r for r in replicas if r["node_id"] == new] + [r for r in replicas if r["node_id"] != new]
             rec["isr"] = [new] if unclean else [new] + [n for n in candidates if n != new]
-            rec.update(epoch=epoch, incarnation=None,
-                       directory=replica_placement.follower_dir(self.data_dir, new, topic, partition))
+            rec.update(epoch=epoch, incarnation=None, directory=directory)
             t["placement"][str(partition)] = {"node_id": new, "node_ip": self._alive[new]}
             self._handles.pop((topic, partition), None)
             self._offline.pop((topic, partition), None)

@@ -130,6 +130,11 @@ class Broker:
                                             num_partitions=settings.get("num.partitions"),
                                             default_replication_factor=settings.get("default.replication.factor"),
                                             replica_lag_time_max_ms=settings.get("replica.lag.time.max.ms"),
+                                            auto_leader_rebalance_enable=settings.get("auto.leader.rebalance.enable"),
+                                            leader_imbalance_check_interval_seconds=settings.get(
+                                                "leader.imbalance.check.interval.seconds"),
+                                            leader_imbalance_per_broker_percentage=settings.get(
+                                                "leader.imbalance.per.broker.percentage"),
                                             topic_defaults=settings.topic_defaults,
                                             partition_idle_ms=settings.get("partition.idle.ms"),
                                             max_active_partitions=settings.get("max.active.partitions"),
