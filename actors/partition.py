@@ -18,7 +18,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import ray
 
-from logan_ray.common.errors import NotEnoughReplicasError, PartitionHibernatedError
+from logan_ray.common.errors import NotEnoughReplicasError, NotLeaderOrFollowerError, PartitionHibernatedError
 from logan_ray.storage.append_rules import check_client_batch
 from logan_ray.storage.batch_header import BatchHeader, iter_headers, validate_batch
 from logan_ray.storage.config import TopicConfig
@@ -33,6 +33,7 @@ from .channel import ChannelServer, serve_channel
 from .group_commit import GroupCommit
 from .isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS
 from .leader_replication import LeaderReplication
+from .leader_resign import wait_caught_up
 from .metrics import PartitionMetrics
 from .names import NAMESPACE
 from .fault_points import pause_point
@@ -156,6 +157,7 @@ class PartitionActor:
         self._in_flight = 0  # calls running now (appends, fetches and long-polls, acks=all waits, admin)
         self._last_used = time.monotonic()
         self._hibernated = False
+        self._resigned = False  # handing leadership to another replica: writes are refused (resign)
         self._idle_ms = idle_ms
         self._idle_watch: asyncio.Task | None = None
         started = time.perf_counter()
@@ -209,6 +211,7 @@ class PartitionActor:
         """
         if self._internal and not internal:
             refuse_internal(self.topic, "append to")
+        self._refuse_if_resigned()
         self._start_maintenance()
         started = time.perf_counter()
         located = list(iter_headers(data))
@@ -279,6 +282,7 @@ class PartitionActor:
         pos = 0
         for h in headers:
             duplicate = await self._check_sequence(h)
+            self._refuse_if_resigned()  # it may have resigned while this batch waited for its predecessor
             if duplicate is not None:
                 validate_batch(view, pos, end=pos + h.size)  # never acknowledge a corrupt retry
                 outcome = duplicate
@@ -291,6 +295,32 @@ class PartitionActor:
             pos += h.size
         assert first is not None
         return first[0], first[1], self._log.log_start_offset
+
+    def _refuse_if_resigned(self) -> None:
+        if self._resigned:
+            raise NotLeaderOrFollowerError(f"partition {self.topic}-{self.partition}: leadership is moving to "
+                                           "another replica")
+
+    async def resign(self, leader_epoch: int, successor: str, timeout_s: float) -> int:
+        """The first half of a controlled leader move: stop taking writes, wait for ``successor`` to
+        have all of this log, and return the log end it has.
+
+        From here on every append is refused with NOT_LEADER_OR_FOLLOWER before it writes anything
+        (clients retry on the new leader). The successor's replica fetcher keeps fetching; once its
+        fetch offset reaches this log's end it holds every record this leader ever wrote, so it can
+        lead without truncating anything. Raises (and keeps refusing writes until :meth:`unresign`)
+        when the epoch is not this leader's or the successor does not catch up in ``timeout_s``.
+        """
+        self._check_leader_epoch(leader_epoch)
+        if self._replication is None:
+            raise ValueError(f"partition {self.topic}-{self.partition} has one replica: no one to hand over to")
+        self._resigned = True
+        await wait_caught_up(self._replication.states, successor, lambda: self._log.log_end_offset, timeout_s)
+        return self._log.log_end_offset
+
+    async def unresign(self) -> None:
+        """A move that did not happen: take writes again."""
+        self._resigned = False
 
     def _leader_replication(self, opened: dict[str, Any]) -> LeaderReplication | None:
         """The follower bookkeeping of a replicated partition; None with one replica (HW = log end)."""
@@ -593,8 +623,8 @@ class PartitionActor:
     def _quiet(self) -> bool:
         """Nothing would be lost or left waiting by closing now: no call runs (so no append is
         being written, no acks=all waits for its fsync, no fetch long-polls, no early idempotent
-        batch waits for its predecessor) and the log is healthy."""
-        return self._in_flight == 0 and self._log.offline is None and not self._log.closed
+        batch waits for its predecessor), the log is healthy and no leader move is under way."""
+        return self._in_flight == 0 and self._log.offline is None and not self._log.closed and not self._resigned
 
     def _idle_s(self) -> float:
         return self._idle_ms / 1000.0

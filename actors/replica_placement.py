@@ -117,3 +117,22 @@ def follower_dir(data_dir: str, node_id: str, topic: str, partition: int) -> str
     """A follower replica's folder: apart from the leader's ``<data-dir>/<topic>-<partition>``, so
     that nodes sharing one file system (Ray nodes on one machine) never write the same files."""
     return os.path.join(data_dir, "replicas", node_id[:8], f"{topic}-{partition}")
+
+
+def remember_assignment(rec: dict[str, Any]) -> None:
+    """Keep the replica order as assigned (Kafka's replica assignment) before a leader change reorders
+    ``replicas`` (the leader first): its first node stays the partition's preferred replica."""
+    if rec.get("replicas") and "assignment" not in rec:
+        rec["assignment"] = [r["node_id"] for r in rec["replicas"]]
+
+
+def preferred_replica(t: dict[str, Any], partition: int) -> str:
+    """The partition's preferred replica: the first of its assigned replicas (Kafka's rule)."""
+    rec = t.get("leaders", {}).get(str(partition), {})
+    return (rec.get("assignment") or replicas_of(t, partition))[0]
+
+
+def follower_dir_of(data_dir: str, rec: dict[str, Any], node_id: str, topic: str, partition: int) -> str:
+    """The folder of ``node_id``'s follower replica: where it was when it led (a leader that handed over
+    in a controlled move follows on its own files), else :func:`follower_dir`."""
+    return rec.get("follower_dirs", {}).get(node_id) or follower_dir(data_dir, node_id, topic, partition)

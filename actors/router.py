@@ -54,6 +54,8 @@ from .router_admin import TopicAdmin
 from .router_hibernation import PartitionHibernation, _name_released
 from .isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS
 from .router_leaders import LeaderControl
+from .router_drain import NodeDrain
+from .router_rebalance import LeaderRebalance
 from .router_watch import NodeWatch
 from .security_meta import SecurityMetadata
 
@@ -68,13 +70,16 @@ ADOPT_CHECK_S = 10.0  # a restarted router waits this long to learn which runnin
 LEGACY_TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6761-6e2d-7261-792d-746f70696373")
 
 
-class RouterActor(TopicAdmin, LeaderControl, PartitionHibernation, NodeWatch, SecurityMetadata, DynamicConfigs):
+class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, PartitionHibernation, NodeWatch, SecurityMetadata, DynamicConfigs):
     def __init__(self, data_dir: str, *, auto_create_topics: bool = True, num_partitions: int = 1,
                  topic_defaults: dict[str, Any] | None = None, maintenance_interval_s: float = 300.0,
                  cleaner_interval_s: float = 15.0, partition_idle_ms: int | None = None,
                  max_active_partitions: int | None = None, default_replication_factor: int = 1,
                  replica_lag_time_max_ms: int | None = None,
                  broker_session_timeout_ms: int | None = None, broker_heartbeat_interval_ms: int | None = None,
+                 auto_leader_rebalance_enable: bool | None = None,
+                 leader_imbalance_check_interval_seconds: int | None = None,
+                 leader_imbalance_per_broker_percentage: int | None = None,
                  producer_id_expiration_ms: int | None = None,
                  producer_id_expiration_check_interval_ms: int | None = None) -> None:
         self.data_dir = os.path.abspath(os.path.expanduser(data_dir))
@@ -91,6 +96,9 @@ class RouterActor(TopicAdmin, LeaderControl, PartitionHibernation, NodeWatch, Se
         self.broker_heartbeat_interval_ms = broker_heartbeat_interval_ms or DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS
         lease_ms(self.broker_session_timeout_ms, self.broker_heartbeat_interval_ms)  # refuses a bad pair
         self._sessions = BrokerSessions(self.broker_session_timeout_ms)
+        self._init_rebalance(auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
+                             leader_imbalance_per_broker_percentage)
+        self._init_drain()
         self.topic_defaults = TopicConfig.from_dict(topic_defaults or {}).to_dict()
         self.maintenance_interval_s = maintenance_interval_s
         self.partition_idle_ms = partition_idle_ms or DEFAULT_IDLE_MS
@@ -589,6 +597,7 @@ class RouterActor(TopicAdmin, LeaderControl, PartitionHibernation, NodeWatch, Se
     # --------------------------------------------------------------- gateways
     async def register_gateway(self, node_id: str, host: str, port: int) -> None:
         self._watching()
+        self._rebalancing()  # leaders move only with gateways: followers fetch through them
         self._gateways[node_id] = (host, port)
 
     async def unregister_gateway(self, node_id: str) -> None:
@@ -608,7 +617,10 @@ class RouterActor(TopicAdmin, LeaderControl, PartitionHibernation, NodeWatch, Se
                 "num_partitions": self.num_partitions, "default_replication_factor": self.default_replication_factor,
                 "replica_lag_time_max_ms": self.replica_lag_time_max_ms,
                 "broker_session_timeout_ms": self.broker_session_timeout_ms,
-                "broker_heartbeat_interval_ms": self.broker_heartbeat_interval_ms}
+                "broker_heartbeat_interval_ms": self.broker_heartbeat_interval_ms,
+                "auto_leader_rebalance_enable": self.auto_leader_rebalance_enable,
+                "leader_imbalance_check_interval_seconds": self.leader_imbalance_check_interval_s,
+                "leader_imbalance_per_broker_percentage": self.leader_imbalance_per_broker_percentage}
 
     # -------------------------------------------------------------- producers
     async def allocate_producer_id(self) -> int:
@@ -634,7 +646,7 @@ class RouterActor(TopicAdmin, LeaderControl, PartitionHibernation, NodeWatch, Se
         for h in handles:
             ray.kill(h, no_restart=True)
         self._handles.clear()
-        for task in (self._watch, self._retention):
+        for task in (self._watch, self._retention, self._rebalance_task):
             if task is not None:
                 task.cancel()
         self._dir_lock.release()  # the next broker on this data dir may start now

@@ -101,7 +101,8 @@ class LeaderControl:
                     continue
                 out.append({"topic": topic, "partition": p, "topic_id": t["topic_id"], "leader": leader,
                             "leader_epoch": self._epoch(t, p), "config": self._effective(t).to_dict(),
-                            "directory": self._replica_dir(t, topic, p, node_id)})
+                            "directory": replica_placement.follower_dir_of(
+                                self.data_dir, self._leader(t, p), node_id, topic, p)})
         return out
 
     async def _elect_leaders(self) -> list[tuple[str, int]]:
@@ -130,12 +131,13 @@ class LeaderControl:
                     elected.append((topic, p))
         return elected
 
-    async def _elect(self, topic: str, partition: int, t: dict[str, Any]) -> bool:
+    async def _elect(self, topic: str, partition: int, t: dict[str, Any], unclean: bool = False) -> bool:
+        """``unclean``: allowed whatever the topic's config says (ElectLeaders UNCLEAN, router_rebalance)."""
         rec = self._leader(t, partition)
         dead = t["placement"][str(partition)]["node_id"]
         candidates, unclean = replica_placement.election_candidates(
             replica_placement.replicas_of(t, partition), rec.get("isr") or [], dead, self._electable(),
-            self._effective(t).unclean_leader_election_enable)
+            unclean or self._effective(t).unclean_leader_election_enable)
         for i, new in enumerate(candidates):
             # a candidate that did not answer may still release later at its epoch: the next one gets a
             # higher epoch, so that late release cannot keep it from following the one elected
@@ -148,9 +150,11 @@ class LeaderControl:
                 log.warning("partition %s-%d: ISR member %s cannot take over: %s", topic, partition, new[:8], e)
                 continue
             await self._kill_old_leader(topic, partition)
-            folders = rec.setdefault("folders", {})
-            folders[dead] = self._dir(topic, partition)
-            directory = folders.pop(new, None) or replica_placement.follower_dir(self.data_dir, new, topic, partition)
+            replica_placement.remember_assignment(rec)  # the preferred replica stays the first assigned
+            follower_dirs = rec.setdefault("follower_dirs", {})
+            follower_dirs[dead] = self._dir(topic, partition)  # the old leader follows on its files if it returns
+            directory = follower_dirs.pop(new, None) or replica_placement.follower_dir(self.data_dir, new, topic,
+                                                                                       partition)
             replicas = rec["replicas"]
             rec["replicas"] = [r for r in replicas if r["node_id"] == new] + [r for r in replicas if r["node_id"] != new]
             rec["isr"] = [new] if unclean else [new] + [n for n in candidates if n != new]
@@ -200,12 +204,6 @@ class LeaderControl:
                 time.sleep(0.05)
 
         await asyncio.to_thread(kill)
-
-    def _replica_dir(self, t: dict[str, Any], topic: str, partition: int, node_id: str) -> str:
-        """The folder ``node_id`` holds as a follower: the one it used as leader before a failover, if it
-        led; otherwise its follower folder."""
-        folders = t.get("leaders", {}).get(str(partition), {}).get("folders", {})
-        return folders.get(node_id) or replica_placement.follower_dir(self.data_dir, node_id, topic, partition)
 
     @staticmethod
     def _leader(t: dict[str, Any], partition: int) -> dict[str, Any]:

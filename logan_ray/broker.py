@@ -132,6 +132,11 @@ class Broker:
                                             replica_lag_time_max_ms=settings.get("replica.lag.time.max.ms"),
                                             broker_session_timeout_ms=settings.get("broker.session.timeout.ms"),
                                             broker_heartbeat_interval_ms=settings.get("broker.heartbeat.interval.ms"),
+                                            auto_leader_rebalance_enable=settings.get("auto.leader.rebalance.enable"),
+                                            leader_imbalance_check_interval_seconds=settings.get(
+                                                "leader.imbalance.check.interval.seconds"),
+                                            leader_imbalance_per_broker_percentage=settings.get(
+                                                "leader.imbalance.per.broker.percentage"),
                                             topic_defaults=settings.topic_defaults,
                                             partition_idle_ms=settings.get("partition.idle.ms"),
                                             max_active_partitions=settings.get("max.active.partitions"),

@@ -154,6 +154,13 @@ _SETTINGS: dict[str, _Setting] = {
                                           "a node without a heartbeat this long is fenced and its leaders "
                                           "replaced; its gateway stops acknowledging produce earlier, after "
                                           "this minus broker.heartbeat.interval.ms"),
+    "auto.leader.rebalance.enable": _Setting(_bool, "true", "move leadership back to preferred replicas when "
+                                             "a node's leader imbalance is too high"),
+    "leader.imbalance.check.interval.seconds": _Setting(_int_range(1, LONG_MAX), "300",
+                                                        "how often the leader imbalance is checked"),
+    "leader.imbalance.per.broker.percentage": _Setting(_int_range(0, INT_MAX), "10",
+                                                       "share of a node's preferred partitions led elsewhere "
+                                                       "above which they move back"),
     "log.dirs": _Setting(_reject_log_dirs, None, "the data dir (one; same as --data-dir)"),
     "log.dir": _Setting(_reject_log_dirs, None, "the data dir (one; same as --data-dir)"),
     # idempotent producers (Kafka's TransactionLogConfig; the expiration is also dynamic, cluster-wide)
@@ -210,7 +217,8 @@ STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 KAFKA_TYPES: dict[str, int | None] = {
     "auto.create.topics.enable": BOOLEAN, "num.partitions": INT, "default.replication.factor": INT,
     "replica.lag.time.max.ms": LONG, "broker.heartbeat.interval.ms": INT, "broker.session.timeout.ms": INT,
-    "log.dirs": STRING, "log.dir": STRING,
+    "auto.leader.rebalance.enable": BOOLEAN, "leader.imbalance.check.interval.seconds": LONG,
+    "leader.imbalance.per.broker.percentage": INT, "log.dirs": STRING, "log.dir": STRING,
     "listeners": STRING, "advertised.listeners": STRING, "listener.security.protocol.map": STRING,
     "socket.request.max.bytes": INT, "queued.max.request.bytes": LONG, "max.connections": INT,
     "max.connections.per.ip": INT, "max.connections.per.ip.overrides": STRING, "connections.max.reauth.ms": LONG,

@@ -91,6 +91,17 @@ class PartitionHibernatedError(LoganError):
     retriable = True
 
 
+class NotLeaderOrFollowerError(LoganError):
+    """This replica no longer leads the partition: it is handing leadership over (a controlled move).
+
+    Raised before anything was written, so the write may be repeated on the new
+    leader; Kafka clients refresh their metadata and retry.
+    """
+
+    code = 6  # NOT_LEADER_OR_FOLLOWER
+    retriable = True
+
+
 class RequestTimedOutError(LoganError):
     code = 7  # REQUEST_TIMED_OUT
     retriable = True

@@ -123,6 +123,12 @@ async def guard(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> t
     if key == 37:
         return _split_names(body, "topics", "name", "results", "name", TOPIC_DENIED,
                             lambda n: ok(acl.ALTER, acl.TOPIC, n))
+    if key == 43 and not ok(acl.ALTER, acl.CLUSTER, acl.CLUSTER_NAME):  # Kafka: ALTER on the cluster
+        asked = body.get("topic_partitions") or []
+        return {**_defaults(key, version), "error_code": CLUSTER_DENIED, "replica_election_results": [
+            {"topic": t["topic"], "partition_result": [{"partition_id": p, "error_code": CLUSTER_DENIED,
+                                                        "error_message": None} for p in t["partitions"]]}
+            for t in asked]}, None
     if key in (32, 33, 44):
         op = acl.DESCRIBE_CONFIGS if key == 32 else acl.ALTER_CONFIGS
         out_key = "results" if key == 32 else "responses"

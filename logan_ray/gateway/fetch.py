@@ -219,7 +219,9 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
                 pass  # answered: no records, the epoch where the fetcher's log diverges
             else:
                 if replica_id >= 0 and len(s.part.replicas) > 1:
-                    s.replica = next((n for n in s.part.replicas[1:] if broker_id(n) == replica_id), None)
+                    # any replica but the leader: a leader change reorders the replicas (the old leader follows)
+                    s.replica = next((n for n in s.part.replicas if n != s.part.node_id and broker_id(n) == replica_id),
+                                     None)
                 live.append(s)
     ahead = conn.state.get(_AHEAD)
     if len(live) == 1:

@@ -244,6 +244,30 @@ DESCRIBE_CLUSTER = Api(
     ],
 )
 
+ELECT_LEADERS = Api(
+    43, "ElectLeaders", "0-2", "2+",
+    request=[
+        F("election_type", INT8, "1+"),
+        F("topic_partitions", A(S(
+            F("topic", STRING),
+            F("partitions", A(INT32)),
+        )), nullable="0+"),
+        F("timeout_ms", INT32, default=60000),
+    ],
+    response=[
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16, "1+"),
+        F("replica_election_results", A(S(
+            F("topic", STRING),
+            F("partition_result", A(S(
+                F("partition_id", INT32),
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=None),
+            ))),
+        ))),
+    ],
+)
+
 APIS = (
     CREATE_TOPICS,
     DELETE_TOPICS,
@@ -254,4 +278,5 @@ APIS = (
     DELETE_RECORDS,
     INIT_PRODUCER_ID,
     DESCRIBE_CLUSTER,
+    ELECT_LEADERS,
 )

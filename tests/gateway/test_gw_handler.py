@@ -12,7 +12,7 @@ import logan_ray.gateway as gateway_pkg
 from logan_ray.gateway.handler import GatewayContext
 from logan_ray.gateway.server import Gateway
 
-HANDLER_MODULES = ("admin", "fetch", "groups", "meta", "produce", "sasl_ops", "acl_api", "authz")
+HANDLER_MODULES = ("admin", "fetch", "groups", "leaders", "meta", "produce", "sasl_ops", "acl_api", "authz")
 
 
 def _promised() -> set[str]:
