@@ -20,7 +20,7 @@ from typing import Any
 
 log = logging.getLogger("logan_ray.router")
 
-DEFAULT_WARM_WORKERS = 2  # per node: each idle worker costs ~60 MiB of memory
+DEFAULT_WARM_WORKERS = 2  # per node: the two cost ~85 MiB of PSS (empty broker 1,740 MiB, 1,655 without)
 KEEP_ALIVE_S = 24 * 3600  # the raylet keeps an idle prestarted worker this long (else it may reap it)
 RPC_TIMEOUT_S = 10.0
 
@@ -57,9 +57,9 @@ class WarmWorkers:
                 self._warm[node_id] -= 1
 
     def _prestart(self, node_id: str, count: int) -> bool:
-        from ray.core.generated import common_pb2, node_manager_pb2
-
         try:
+            from ray.core.generated import common_pb2, node_manager_pb2
+
             stub = self._stubs.get(node_id) or self._connect(node_id)
             stub.PrestartWorkers(node_manager_pb2.PrestartWorkersRequest(
                 language=common_pb2.PYTHON, job_id=self._job_id, num_workers=count,
