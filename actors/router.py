@@ -58,6 +58,7 @@ from .router_drain import NodeDrain
 from .router_rebalance import LeaderRebalance
 from .router_watch import NodeWatch
 from .security_meta import SecurityMetadata
+from .warm_workers import WarmWorkers
 
 log = logging.getLogger("logan_ray.router")
 
@@ -122,6 +123,8 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         self._watch: asyncio.Task | None = None
         self._retention: asyncio.Task | None = None
         self._crash_at: str | None = None
+        ctx = ray.get_runtime_context()  # partition actors run in the router's job and runtime env
+        self._warm = WarmWorkers(ctx.get_job_id(), ctx.get_runtime_env_string())
         self._pending_save: asyncio.Future | None = None
         self._refresh_nodes()
         changed = self._assign_missing_topic_ids() | self._add_internal_topics()
@@ -132,6 +135,8 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
                 changed |= self._place(topic, p, t)
         if changed:
             self._save()
+        for node in self._alive:
+            self._warm.fill(node)  # activations there take a warm process, not a cold start
         here = ray.get_runtime_context().get_node_id()
         reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
         for topic, t in self._meta["topics"].items():
@@ -242,6 +247,7 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         if place is None:
             return None
         handle = self._register(topic, partition, t, self._new_actor(topic, partition, t, place))
+        self._warm.took(place["node_id"])
         handle.identity.remote()  # starts its idle clock: a partition started without a request hibernates too
         return handle
 
@@ -257,6 +263,7 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         if place is None:
             return None
         handle = await asyncio.to_thread(self._new_actor, topic, partition, t, place)
+        self._warm.took(place["node_id"])
         return self._register(topic, partition, t, handle)
 
     def _placeable(self, topic: str, partition: int, t: dict[str, Any]) -> dict[str, Any] | None:
@@ -357,6 +364,8 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
             await _name_released(actor_name(topic, partition))
             handle = await self._spawn_async(topic, partition, t)
             await handle.identity.remote()
+        # after the answer, not before: starting a process takes CPU the activation needs
+        asyncio.get_running_loop().run_in_executor(None, self._warm.fill, t["placement"][str(partition)]["node_id"])
         return handle
 
     async def activate(self, topic: str, partition: int):

@@ -27,7 +27,8 @@ import threading
 import time
 import uuid
 
-from needs import need  # noqa: E402  (bench/ is on sys.path when a bench runs as a script)
+from machine import describe  # noqa: E402  (bench/ is on sys.path when a bench runs as a script)
+from needs import need  # noqa: E402
 
 if __name__ == "__main__":
     need("logan_ray", "ray", "confluent_kafka", "psutil")
@@ -54,9 +55,12 @@ def broker_pss_mib() -> float:
 
 def partition_actor_count() -> int:
     """Live PartitionActor processes, from Ray's state API."""
+    import ray
     from ray.util.state import list_actors
 
-    return sum(1 for a in list_actors(filters=[("state", "=", "ALIVE")], limit=10_000)
+    # this broker's GCS, by address: another Ray may run on the machine
+    return sum(1 for a in list_actors(address=ray.get_runtime_context().gcs_address,
+                                      filters=[("state", "=", "ALIVE")], limit=10_000)
                if a.class_name == "PartitionActor")
 
 
@@ -65,13 +69,14 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))] if s else float("nan")
 
 
-def first_request_latencies(gateway: str, topic: str, partitions: range) -> list[float]:
+def first_request_latencies(gateway: str, topic: str, partitions: range, gap_s: float = 0.0) -> list[float]:
     from confluent_kafka import Producer
 
     prod = Producer({"bootstrap.servers": gateway, "linger.ms": 0, "acks": 1})
     prod.list_topics(topic, timeout=30)  # metadata first, so only the produce is timed
     out = []
     for p in partitions:
+        time.sleep(gap_s)
         done: list[float] = []
         started = time.perf_counter()
         prod.produce(topic, VALUE, partition=p, on_delivery=lambda err, _m: done.append(
@@ -130,7 +135,11 @@ def main() -> None:
     ap.add_argument("--active", type=int, default=50)
     ap.add_argument("--cold", type=int, default=200)
     ap.add_argument("--duration", type=float, default=60.0, help="0: stop after the activation latencies")
+    ap.add_argument("--cold-gap", type=float, default=0.0,
+                    help="seconds between two first requests (0: back to back, as a burst)")
     ap.add_argument("--idle", type=float, default=0.0, help="seconds without traffic before the last reading")
+    ap.add_argument("--partition-idle-ms", type=int, default=0,
+                    help="the broker's partition.idle.ms for this run (0: its default, 5 minutes)")
     args = ap.parse_args()
     cold = min(args.cold, args.partitions - args.active)
 
@@ -142,8 +151,13 @@ def main() -> None:
     client = logan_ray.connect(data_dir=tempfile.mkdtemp(prefix="bench-partitions-"))
     here = ray.get_runtime_context().get_node_id()
     gateway = start_gateways("127.0.0.1", 0, nodes=[here])[here]
+    if args.partition_idle_ms > 0:
+        from logan_ray.actors.names import NAMESPACE, ROUTER_NAME
+
+        ray.get(ray.get_actor(ROUTER_NAME, namespace=NAMESPACE).set_partition_idle_ms.remote(args.partition_idle_ms))
     topic = "bench-partitions"
     print(f"# {args.partitions} partitions, {args.active} active, {cold} cold, {args.duration:.0f} s run")
+    print(f"# {describe()}; load average {os.getloadavg()[0]:.2f}")
     pss_empty = broker_pss_mib()
     started = time.perf_counter()
     client.create_topic(topic, args.partitions, activate=False)  # lazy: no process until first use
@@ -153,11 +167,13 @@ def main() -> None:
     print(f"broker PSS: {pss_empty:.0f} MiB before, {broker_pss_mib():.0f} MiB at rest after "
           f"({partition_actor_count()} PartitionActor processes)")
 
-    lat = first_request_latencies(gateway, topic, range(args.partitions - cold, args.partitions))
-    print(f"first request to {cold} untouched partitions: p50 {pct(lat, 0.5):.0f} ms, p99 {pct(lat, 0.99):.0f} ms, "
-          f"max {max(lat):.0f} ms")
+    lat = first_request_latencies(gateway, topic, range(args.partitions - cold, args.partitions), args.cold_gap)
+    if lat:  # none when every partition is an active one (the comparison run)
+        print(f"first request to {cold} untouched partitions ({args.cold_gap:g} s apart): p50 {pct(lat, 0.5):.0f} ms, "
+              f"p99 {pct(lat, 0.99):.0f} ms, max {max(lat):.0f} ms")
 
     if args.duration <= 0:  # activation latency only
+        print(f"# load average at the end {os.getloadavg()[0]:.2f}")
         return
     r = produce_and_consume(gateway, topic, args.active, args.duration)
     print(f"produce 100 B round-robin to {args.active} partitions, one consumer group on all {args.partitions}: "
@@ -168,7 +184,9 @@ def main() -> None:
         time.sleep(args.idle)
         print(f"broker PSS after {args.idle:.0f} s idle: {broker_pss_mib():.0f} MiB "
               f"({partition_actor_count()} PartitionActor processes)")
-    print(f"(first-request latencies: median {statistics.median(lat):.0f} ms)")
+    print(f"# load average at the end {os.getloadavg()[0]:.2f}")
+    if lat:
+        print(f"(first-request latencies: median {statistics.median(lat):.0f} ms)")
 
 
 if __name__ == "__main__":

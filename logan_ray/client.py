@@ -44,6 +44,12 @@ def dashboard_url() -> str | None:
     return f"http://{url}" if url and not url.startswith("http") else url
 
 
+#: Every Ray worker of an embedded broker imports the partition actor's module when its process starts,
+#: so a prestarted worker (actors/warm_workers.py) that becomes a partition has nothing left to import.
+#: Nodes started with ``ray start`` get the same with RAY_preload_python_modules=logan_ray.actors.partition.
+PRELOAD_CONFIG = {"preload_python_modules": ["logan_ray.actors.partition"]}
+
+
 def _enable_token_auth() -> None:
     """Keep Ray token auth on, also when attaching by address.
 
@@ -127,7 +133,13 @@ def init_ray(address: str | None = None, data_dir: str | None = None, *, embedde
         _check_reachable(address)
         ray.init(address=address, **common)
         return False
-    _context = ray.init(include_dashboard=True, dashboard_host="127.0.0.1", **{**common, **ray_kwargs})
+    preloading = {**ray_kwargs, "_system_config": {**PRELOAD_CONFIG, **ray_kwargs.get("_system_config", {})}}
+    try:
+        _context = ray.init(include_dashboard=True, dashboard_host="127.0.0.1", **{**common, **preloading})
+    except ValueError as e:  # ray.init found a local cluster (`ray start`) to attach to: no config then
+        if "_system_config" not in str(e) or "_system_config" in ray_kwargs:
+            raise
+        _context = ray.init(include_dashboard=True, dashboard_host="127.0.0.1", **{**common, **ray_kwargs})
     return True
 
 
