@@ -133,13 +133,11 @@ def init_ray(address: str | None = None, data_dir: str | None = None, *, embedde
         _check_reachable(address)
         ray.init(address=address, **common)
         return False
+    # address="local": Ray's default (None) would join the cluster a `ray start` on this machine
+    # left in /tmp/ray/ray_current_cluster, which is no logan-ray broker (and refuses _system_config).
     preloading = {**ray_kwargs, "_system_config": {**PRELOAD_CONFIG, **ray_kwargs.get("_system_config", {})}}
-    try:
-        _context = ray.init(include_dashboard=True, dashboard_host="127.0.0.1", **{**common, **preloading})
-    except ValueError as e:  # ray.init found a local cluster (`ray start`) to attach to: no config then
-        if "_system_config" not in str(e) or "_system_config" in ray_kwargs:
-            raise
-        _context = ray.init(include_dashboard=True, dashboard_host="127.0.0.1", **{**common, **ray_kwargs})
+    _context = ray.init(address="local", include_dashboard=True, dashboard_host="127.0.0.1",
+                        **{**common, **preloading})
     return True
 
 

@@ -6,6 +6,7 @@ auth on, although nothing was exported (``env -i`` with PATH and a new HOME).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -23,12 +24,30 @@ client.close()
 """
 
 
-def test_connect_starts_a_loopback_ray_without_any_exported_variable(tmp_path):
+def test_connect_starts_its_own_loopback_ray_without_any_exported_variable(client, tmp_path):
+    """A data dir with no broker gets an embedded Ray of its own, even when a ``ray start`` cluster
+    runs on this machine: Ray's plain ``ray.init()`` would join the cluster named in
+    /tmp/ray/ray_current_cluster. Here that file names the session's Ray (``client``)."""
+    import ray
+
+    session_gcs = ray.get_runtime_context().gcs_address
+    current = "/tmp/ray/ray_current_cluster"
+    saved = open(current).read() if os.path.exists(current) else None
     env = minimal_env(str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
-    r = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "data")], env=env, capture_output=True,
-                       timeout=300)
+    try:
+        with open(current, "w") as f:
+            f.write(session_gcs)
+        r = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "data")], env=env, capture_output=True,
+                           timeout=300)
+    finally:
+        if saved is None:
+            os.unlink(current)
+        else:
+            with open(current, "w") as f:
+                f.write(saved)
     assert r.returncode == 0, r.stderr.decode()[-3000:]
     out = json.loads(r.stdout.decode().strip().splitlines()[-1])
     assert out["gcs"].startswith("127.0.0.1:") and out["node_ip"] == "127.0.0.1"
     assert out["topics"] == ["fresh"] and out["auth"] == "token"
+    assert out["gcs"] != session_gcs
