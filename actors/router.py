@@ -575,11 +575,12 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
                                           for p in range(t["partitions"]) if (topic, p) not in self._handles])
         for topic, t in sorted(self._meta["topics"].items()):
             keys = [(topic, p) for p in range(t["partitions"])]
-            stats = await asyncio.gather(*(self._handles[k].stats.remote() for k in keys if k in self._handles),
+            active = [k for k in keys if k in self._handles]  # partitions may start or hibernate meanwhile
+            stats = await asyncio.gather(*(self._handles[k].stats.remote() for k in active),
                                          return_exceptions=True)
-            live = iter(stats)
+            got = dict(zip(active, stats))
             for k in keys:
-                s = next(live) if k in self._handles else None
+                s = got.get(k)
                 place = t["placement"][str(k[1])]
                 if isinstance(s, dict):
                     rows.append({**s, "active": True})

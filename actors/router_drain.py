@@ -23,7 +23,6 @@ from logan_ray.protocol import errors as codes
 from . import replica_placement
 
 log = logging.getLogger("logan_ray.router")
-MOVE_ATTEMPTS = 3  # tries per partition within one drain call
 RETRY_S = 5.0  # a partition whose move failed is tried again after this long (a failed try refuses writes a while)
 
 
@@ -48,12 +47,7 @@ class NodeDrain:
                 elif not first and time.monotonic() - self._drain_failed.get((topic, p), -RETRY_S) < RETRY_S:
                     code = codes.PREFERRED_LEADER_NOT_AVAILABLE  # failed a moment ago: not yet again
                 else:
-                    for _attempt in range(MOVE_ATTEMPTS):  # a move may fail under load (its catch-up timed out)
-                        code = await self.move_leader(topic, p, target, f"drain of {node_id[:8]}: {reason}")
-                        if code == codes.NONE or t["placement"][str(p)]["node_id"] != node_id:
-                            break
-                    if t["placement"][str(p)]["node_id"] != node_id:  # off the node (maybe by a rebalance)
-                        code, target = codes.NONE, t["placement"][str(p)]["node_id"]
+                    code = await self.move_leader(topic, p, target, f"drain of {node_id[:8]}: {reason}")
                     if code != codes.NONE:
                         self._drain_failed[(topic, p)] = time.monotonic()
                     else:
