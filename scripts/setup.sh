@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
-# The compiled record codec (storage/_codec.c, built by pip below) needs a C compiler and Python's headers.
+# The compiled extensions (storage/_codec.c, logan_ray/_send_path.c, built by pip below) need a C compiler and Python's headers.
 if ! command -v cc >/dev/null 2>&1 || ! "$PY" -c 'import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -32,9 +32,10 @@ for arg in "$@"; do
   esac
 done
 
-# pip install -e also (re)builds the compiled record codec next to its source.
+# pip install -e also (re)builds the compiled extensions (record codec, send path) next to their sources.
 codec_built=$(find storage -maxdepth 1 -name '_codec*.so' -newer storage/_codec.c 2>/dev/null)
-if [ -z "$codec_built" ] || ! "$PY" scripts/deps_ok.py "${extras[@]}" 2>/dev/null; then
+send_built=$(find logan_ray -maxdepth 1 -name '_send_path*.so' -newer logan_ray/_send_path.c 2>/dev/null)
+if [ -z "$codec_built" ] || [ -z "$send_built" ] || ! "$PY" scripts/deps_ok.py "${extras[@]}" 2>/dev/null; then
   spec="."
   [ ${#extras[@]} -gt 0 ] && spec=".[$(IFS=,; echo "${extras[*]}")]"
   "$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e "$spec"

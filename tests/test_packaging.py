@@ -22,8 +22,9 @@ def test_wheel_installs_into_fresh_venv_and_imports(tmp_path):
     assert "logan_ray/storage/batch_header.py" in names
     assert "logan_ray/actors/partition.py" in names
     assert "logan_ray/protocol/__init__.py" in names
-    # the compiled record codec is built into the wheel
+    # the compiled record codec and send path are built into the wheel
     assert any(n.startswith("logan_ray/storage/_codec.") and n.endswith(".so") for n in names), names
+    assert any(n.startswith("logan_ray/_send_path.") and n.endswith(".so") for n in names), names
     # every module of the source tree ships, under its logan_ray name
     expected = set()
     for src, dest in (("logan_ray", "logan_ray"), ("storage", "logan_ray/storage"), ("actors", "logan_ray/actors")):
