@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "murmur2.h" /* storage/murmur2.h */
+
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
 static PyObject *S_acquire, *S_release, *S_closed, *S_topic_info, *S_new_sticky, *S_bad_partition,
@@ -109,28 +111,6 @@ static int sp_init(SendPath *s, PyObject *args, PyObject *kw) {
     return 0;
 }
 
-static inline uint32_t murmur2(const uint8_t *d, Py_ssize_t len) {
-    const uint32_t m = 0x5bd1e995u;
-    uint32_t h = 0x9747b28cu ^ (uint32_t)len;
-    Py_ssize_t n4 = len & ~(Py_ssize_t)3;
-    for (Py_ssize_t i = 0; i < n4; i += 4) {
-        uint32_t k = (uint32_t)d[i] | ((uint32_t)d[i + 1] << 8) | ((uint32_t)d[i + 2] << 16) | ((uint32_t)d[i + 3] << 24);
-        k *= m;
-        k ^= k >> 24;
-        k *= m;
-        h = (h * m) ^ k;
-    }
-    switch (len & 3) {
-    case 3: h ^= (uint32_t)d[n4 + 2] << 16; /* fall through */
-    case 2: h ^= (uint32_t)d[n4 + 1] << 8;  /* fall through */
-    case 1: h ^= d[n4]; h *= m;
-    }
-    h ^= h >> 13;
-    h *= m;
-    h ^= h >> 15;
-    return h;
-}
-
 /* The size of a value or key as `len()` gives it (bytes fast, anything else through len()). */
 static inline Py_ssize_t size_of(PyObject *o) {
     if (o == Py_None) return 0;
@@ -157,7 +137,7 @@ static PyObject *choose(SendPath *s, PyObject *topic, PyObject *key, PyObject *p
     if (key != Py_None) {
         Py_buffer b;
         if (PyObject_GetBuffer(key, &b, PyBUF_SIMPLE) < 0) return NULL; /* as murmur2() of a non-buffer key */
-        uint32_t h = murmur2((const uint8_t *)b.buf, b.len);
+        uint32_t h = kafka_murmur2((const uint8_t *)b.buf, b.len);
         PyBuffer_Release(&b);
         return PyLong_FromSsize_t((Py_ssize_t)((h & 0x7fffffffu) % (uint32_t)n));
     }

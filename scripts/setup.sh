@@ -33,8 +33,8 @@ for arg in "$@"; do
 done
 
 # pip install -e also (re)builds the compiled extensions (record codec, send path) next to their sources.
-codec_built=$(find storage -maxdepth 1 -name '_codec*.so' -newer storage/_codec.c 2>/dev/null)
-send_built=$(find logan_ray -maxdepth 1 -name '_send_path*.so' -newer logan_ray/_send_path.c 2>/dev/null)
+codec_built=$(find storage -maxdepth 1 -name '_codec*.so' -newer storage/_codec.c -newer storage/murmur2.h 2>/dev/null)
+send_built=$(find logan_ray -maxdepth 1 -name '_send_path*.so' -newer logan_ray/_send_path.c -newer storage/murmur2.h 2>/dev/null)
 if [ -z "$codec_built" ] || [ -z "$send_built" ] || ! "$PY" scripts/deps_ok.py "${extras[@]}" 2>/dev/null; then
   spec="."
   [ ${#extras[@]} -gt 0 ] && spec=".[$(IFS=,; echo "${extras[*]}")]"

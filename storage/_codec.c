@@ -14,6 +14,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "murmur2.h"
 #include <structmember.h>
 #include <stdint.h>
 #include <string.h>
@@ -814,26 +815,7 @@ done:
 static PyObject *murmur2(PyObject *self, PyObject *arg) {
     Py_buffer b;
     if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0) return NULL;
-    const uint8_t *d = (const uint8_t *)b.buf;
-    Py_ssize_t len = b.len;
-    const uint32_t m = 0x5bd1e995u;
-    uint32_t h = 0x9747b28cu ^ (uint32_t)len;
-    Py_ssize_t n4 = len & ~(Py_ssize_t)3;
-    for (Py_ssize_t i = 0; i < n4; i += 4) {
-        uint32_t k = (uint32_t)d[i] | ((uint32_t)d[i + 1] << 8) | ((uint32_t)d[i + 2] << 16) | ((uint32_t)d[i + 3] << 24);
-        k *= m;
-        k ^= k >> 24;
-        k *= m;
-        h = (h * m) ^ k;
-    }
-    switch (len & 3) {
-    case 3: h ^= (uint32_t)d[n4 + 2] << 16; /* fall through */
-    case 2: h ^= (uint32_t)d[n4 + 1] << 8;  /* fall through */
-    case 1: h ^= d[n4]; h *= m;
-    }
-    h ^= h >> 13;
-    h *= m;
-    h ^= h >> 15;
+    uint32_t h = kafka_murmur2((const uint8_t *)b.buf, b.len);
     PyBuffer_Release(&b);
     return PyLong_FromUnsignedLong(h);
 }
