@@ -27,14 +27,17 @@ def _idle_worker_started_after(moment: float) -> bool:
 def test_each_activation_runs_in_a_process_started_before_its_request(client, topic_name):
     client.create_topic(topic_name, partitions=4, activate=False)
     router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
-    answered = time.time()
+    requested = time.time()
     ray.get(router.activate.remote(topic_name, 0))  # whatever the pool held before: now it refills
     for p in range(1, 4):
-        deadline = time.monotonic() + REFILL_TIMEOUT_S  # the replacement the router asked for is up
-        while not _idle_worker_started_after(answered) and time.monotonic() < deadline:
+        # The replacement the router asked for is up. It is asked for as the activation is
+        # answered, so its process may start before the answer reaches this driver: count
+        # from the request, not from the answer.
+        deadline = time.monotonic() + REFILL_TIMEOUT_S
+        while not _idle_worker_started_after(requested):
+            assert time.monotonic() < deadline, f"the pool was not refilled within {REFILL_TIMEOUT_S} s"
             time.sleep(0.1)
         requested = time.time()
         handle = ray.get(router.activate.remote(topic_name, p))
-        answered = time.time()
         pid = ray.get(handle.pid.remote())
         assert psutil.Process(pid).create_time() < requested, f"partition {p} started a new process"

@@ -46,7 +46,7 @@ def data_dir(tmp_path):
     return str(tmp_path / "data")
 
 
-def test_cli_end_to_end_with_restart(data_dir):
+def test_cli_end_to_end_then_a_background_restart_keeps_everything(data_dir):
     proc, banner = start_foreground(data_dir)
     try:
         assert "ray dashboard: http://127.0.0.1:" in banner
@@ -80,9 +80,12 @@ def test_cli_end_to_end_with_restart(data_dir):
     finally:
         stop(proc)
     assert os.path.exists(os.path.join(data_dir, "events-0"))
-    # restart on the same data dir: everything is still there
-    proc, _ = start_foreground(data_dir)
+    # restart on the same data dir, this time in the background (`start` returns, `stop` ends
+    # it): everything is still there
+    r = run(data_dir, "start", "--port", "0", timeout=200)
     try:
+        assert r.returncode == 0, r.stderr + r.stdout
+        assert b"started in the background" in r.stdout
         r = run(data_dir, "consume", "events", "--from-beginning", "--max-messages", "500", "--key-separator", "=")
         assert r.returncode == 0, r.stderr
         assert len(r.stdout.splitlines()) == 500 and b"k0=value-0" in r.stdout.splitlines()
@@ -90,7 +93,9 @@ def test_cli_end_to_end_with_restart(data_dir):
         assert b"retention.ms=3600000" in r.stdout
         assert b"id " + topic_id in r.stdout  # the topic id is durable
     finally:
-        stop(proc)
+        s = run(data_dir, "stop")
+    assert s.returncode == 0, s.stderr
+    assert not os.path.exists(os.path.join(data_dir, "broker.json"))
 
 
 def test_cli_without_broker_says_so(data_dir):
@@ -99,13 +104,3 @@ def test_cli_without_broker_says_so(data_dir):
     assert b"no logan-ray broker found at" in r.stderr and b"Traceback" not in r.stderr
 
 
-def test_background_start_and_stop(data_dir):
-    r = run(data_dir, "start", "--port", "0", timeout=200)
-    try:
-        assert r.returncode == 0, r.stderr + r.stdout
-        assert b"started in the background" in r.stdout
-        assert run(data_dir, "topic", "create", "bg").returncode == 0
-    finally:
-        s = run(data_dir, "stop")
-    assert s.returncode == 0, s.stderr
-    assert not os.path.exists(os.path.join(data_dir, "broker.json"))
