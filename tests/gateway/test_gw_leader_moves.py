@@ -153,8 +153,9 @@ SCRIPT = textwrap.dedent(
         moved = wait_for(lambda: describe()["node_id"] != leaving)
         ray_drain_s = time.monotonic() - t0
         wait_for(lambda: len(acked) >= before + 100)
-        time.sleep(2)  # two rebalance checks: it does not come back
         gap = max((b - a for a, b in zip(ack_times, ack_times[1:]) if b >= t0), default=None)
+        ray.get(c.router.set_leader_imbalance_check_interval.remote(1))
+        time.sleep(2)  # two rebalance checks: the leadership does not come back to the node Ray drains
         out["ray_drain"] = {"accepted": list(notice), "moved": moved, "s": round(ray_drain_s, 3),
                             "stays_off": describe()["node_id"] != leaving, "not_head": leaving != head,
                             "draining": ray.get(c.router.draining_nodes.remote()).get(leaving),
