@@ -47,13 +47,23 @@ def replica_load(topics: Iterable[dict[str, Any]], alive: dict[str, str]) -> dic
     return load
 
 
+def placeable(alive: dict[str, str], draining: Iterable[str] = ()) -> dict[str, str]:
+    """The alive nodes a new partition's leader may be placed on: those not draining (they are about to
+    leave), or every alive node when all of them drain (a one-node cluster must still create topics)."""
+    staying = {n: ip for n, ip in alive.items() if n not in set(draining)}
+    return staying or dict(alive)
+
+
 def choose_followers(leader: dict[str, str], factor: int, alive: dict[str, str],
-                     load: dict[str, int]) -> list[dict[str, str]]:
+                     load: dict[str, int], draining: Iterable[str] = ()) -> list[dict[str, str]]:
     """``factor - 1`` alive nodes other than the leader's, fewest replicas first (then node order).
 
-    ``load`` is updated, so placing several partitions in a row spreads them.
+    Draining nodes come last: one gets a new replica only when the factor needs every alive node
+    (refusing would make a topic impossible to create while a node leaves). ``load`` is updated,
+    so placing several partitions in a row spreads them.
     """
-    others = sorted((n for n in alive if n != leader["node_id"]), key=lambda n: (load.get(n, 0), n))
+    leaving = set(draining)
+    others = sorted((n for n in alive if n != leader["node_id"]), key=lambda n: (n in leaving, load.get(n, 0), n))
     if len(others) < factor - 1:
         raise InvalidReplicationFactorError(
             f"Replication factor: {factor} larger than available brokers: {len(others) + 1}.")
@@ -64,7 +74,7 @@ def choose_followers(leader: dict[str, str], factor: int, alive: dict[str, str],
 
 
 def assign_replicas(leader_record: dict[str, Any], leader: dict[str, str], factor: int, alive: dict[str, str],
-                    load: dict[str, int]) -> None:
+                    load: dict[str, int], draining: Iterable[str] = ()) -> None:
     """Record a new partition's replicas (leader first) and its first ISR in ``leader_record``.
 
     The ISR starts with the leader alone: a follower joins it once it has fetched
@@ -73,7 +83,7 @@ def assign_replicas(leader_record: dict[str, Any], leader: dict[str, str], facto
     """
     if factor <= 1:
         return
-    followers = choose_followers(leader, factor, alive, load)
+    followers = choose_followers(leader, factor, alive, load, draining)
     leader_record["replicas"] = [dict(leader), *followers]
     leader_record["isr"] = [leader["node_id"]]
 
@@ -99,18 +109,25 @@ def replication_factor(t: dict[str, Any]) -> int:
 
 
 def election_candidates(replicas: list[str], isr: list[str], dead: str, alive: Iterable[str],
-                        unclean: bool = False) -> tuple[list[str], bool]:
+                        unclean: bool = False, draining: Iterable[str] = ()) -> tuple[list[str], bool]:
     """Who may lead after ``dead`` (the leader) is gone, in order of preference, and whether that is unclean.
 
     Kafka's rule: the alive members of the ISR, in replica order (the preferred replica first).
     Only when none is alive and ``unclean.leader.election.enable`` is true, any alive replica:
     an unclean election, which may lose acknowledged records (the new ISR is the new leader alone).
+    Replicas on ``draining`` nodes come after the others (they are about to leave: electing one
+    would mean another move soon), but are still elected when no other is eligible.
     """
     up = set(alive) - {dead}
+    leaving = set(draining)
     clean = [n for n in replicas if n in isr and n in up]
-    if clean or not unclean:
-        return clean, False
-    return [n for n in replicas if n in up], True
+    if not clean and unclean:
+        return _staying_first([n for n in replicas if n in up], leaving), True
+    return _staying_first(clean, leaving), False
+
+
+def _staying_first(nodes: list[str], draining: set[str]) -> list[str]:
+    return [n for n in nodes if n not in draining] + [n for n in nodes if n in draining]
 
 
 def follower_dir(data_dir: str, node_id: str, topic: str, partition: int) -> str:

@@ -197,13 +197,13 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
 
     def _choose_node(self, topic: dict[str, Any] | None = None) -> dict[str, str]:
         """The alive node with the fewest partitions of ``topic``, then the fewest partitions in all,
-        ties broken by node order.
+        ties broken by node order; a draining node only when every node drains.
 
         Each topic spreads over every node first (as Kafka spreads a topic's partitions over
         its brokers), so a node that joined late, or the head holding ``__consumer_offsets``,
         still gets its share of a new topic; the total only breaks ties.
         """
-        load = {node: 0 for node in self._alive}
+        load = {node: 0 for node in replica_placement.placeable(self._alive, self._draining)}
         mine = dict(load)
         for t in self._meta["topics"].values():
             for place in t.get("placement", {}).values():

@@ -129,7 +129,8 @@ class TopicAdmin:
         load = replica_placement.replica_load(self._meta["topics"].values(), self._alive) if factor > 1 else {}
         for p in partitions:
             self._place(name, p, t)
-            replica_placement.assign_replicas(self._leader(t, p), t["placement"][str(p)], factor, self._alive, load)
+            replica_placement.assign_replicas(self._leader(t, p), t["placement"][str(p)], factor, self._alive, load,
+                                              self._draining)
 
     async def _make_folders(self, name: str, t: dict[str, Any], partitions: range) -> None:
         """Create the folders (with their topic id) of new partitions placed on this node; a partition

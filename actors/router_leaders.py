@@ -137,7 +137,7 @@ class LeaderControl:
         dead = t["placement"][str(partition)]["node_id"]
         candidates, unclean = replica_placement.election_candidates(
             replica_placement.replicas_of(t, partition), rec.get("isr") or [], dead, self._electable(),
-            unclean or self._effective(t).unclean_leader_election_enable)
+            unclean or self._effective(t).unclean_leader_election_enable, self._draining)
         for i, new in enumerate(candidates):
             # a candidate that did not answer may still release later at its epoch: the next one gets a
             # higher epoch, so that late release cannot keep it from following the one elected

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
+from collections import deque
 from typing import Any
 
 import ray
@@ -49,6 +51,14 @@ class LeaderRebalance:
         self.leader_imbalance_per_broker_percentage = DEFAULT_PER_BROKER_PERCENTAGE if percentage is None \
             else percentage
         self._rebalance_task: asyncio.Task | None = None
+        #: when each step of the latest controlled moves ended, in seconds after the move began (diagnostics)
+        self._move_steps: deque[dict[str, Any]] = deque(maxlen=100)
+
+    async def move_timings(self) -> list[dict[str, Any]]:
+        """The latest controlled moves (at most 100): topic, partition, reason, when it began (``at``, this
+        machine's monotonic clock) and the seconds from then to the end of each step (caught_up,
+        handed_over, old_stopped, new_started)."""
+        return list(self._move_steps)
 
     def _rebalancing(self) -> None:
         """Start the imbalance check (once; called with the node watch)."""
@@ -150,12 +160,15 @@ class LeaderRebalance:
                 or target not in self._alive or target in self._draining or old not in self._alive:
             return codes.PREFERRED_LEADER_NOT_AVAILABLE
         epoch, new_epoch = rec["epoch"], rec["epoch"] + 1
+        steps = {"started": time.monotonic()}
         try:
             handle = await self._activate(topic, partition)  # an inactive partition starts to hand over
             end = await asyncio.wait_for(handle.resign.remote(epoch, target, CATCH_UP_TIMEOUT_S),
                                          CATCH_UP_TIMEOUT_S + CALL_TIMEOUT_S)
-            gateway = ray.get_actor(gateway_name(target), namespace=NAMESPACE)
+            steps["caught_up"] = time.monotonic()
+            gateway = await asyncio.to_thread(ray.get_actor, gateway_name(target), namespace=NAMESPACE)
             await asyncio.wait_for(gateway.stop_following.remote(topic, partition, new_epoch), CALL_TIMEOUT_S)
+            steps["handed_over"] = time.monotonic()
         except Exception as e:
             log.warning("partition %s-%d: leadership stays on %s, not moved to %s (%s): %s", topic, partition,
                         old[:8], target[:8], reason, e)
@@ -170,6 +183,7 @@ class LeaderRebalance:
             log.warning("partition %s-%d: the old leader did not close cleanly: %s", topic, partition, e)
         ray.kill(handle, no_restart=True)
         await _name_released(actor_name(topic, partition))
+        steps["old_stopped"] = time.monotonic()
         replica_placement.remember_assignment(rec)
         replicas = rec["replicas"]
         rec["replicas"] = [r for r in replicas if r["node_id"] == target] + [r for r in replicas if r["node_id"] != target]
@@ -183,6 +197,21 @@ class LeaderRebalance:
         await self._save_soon()  # durable before the new leader (or anyone) uses the epoch
         self._feed.publish(old, topic, partition, None)
         await self._spawn_async(topic, partition, t)
-        log.info("partition %s-%d: leadership moved from %s to %s at offset %d (%s), leader epoch %d", topic,
-                 partition, old[:8], target[:8], end, reason, new_epoch)
+        steps["new_started"] = time.monotonic()
+        self._move_steps.append({"topic": topic, "partition": partition, "reason": reason, "at": steps["started"], **{
+            k: round(v - steps["started"], 3) for k, v in steps.items() if k != "started"}})
+        # the followers (the old leader first of all) follow the new leader now, not at their next refresh
+        asyncio.get_running_loop().run_in_executor(None, _tell_followers, [r["node_id"] for r in rec["replicas"][1:]])
+        log.info("partition %s-%d: leadership moved from %s to %s at offset %d (%s), leader epoch %d; steps %s",
+                 topic, partition, old[:8], target[:8], end, reason, new_epoch, self._move_steps[-1])
         return codes.NONE
+
+
+def _tell_followers(nodes: list[str]) -> None:
+    """Ask these nodes' gateways to re-read their follower assignments (off the router's event loop:
+    looking an actor up is a blocking GCS round trip)."""
+    for node in nodes:
+        try:
+            ray.get_actor(gateway_name(node), namespace=NAMESPACE).assignments_changed.remote()
+        except Exception:  # no gateway there: no replica fetcher either
+            pass

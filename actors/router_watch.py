@@ -5,7 +5,8 @@ view of nodes (the GCS, polled every ``WATCH_INTERVAL_S``; Ray 2.60 has no publi
 subscription to node changes) says it is dead, or its gateway's broker session lapsed
 (``broker_heartbeat``, checked every ``LAPSE_CHECK_S``; actors/broker_lease.py). Then
 replicated partitions it led get a new leader from the ISR; partitions of a gone node
-go offline and come back with it. Inactive partitions are checked for retention, and
+go offline and come back with it. A node Ray announces will go (its drain, read from the
+GCS at the same interval) is drained first (actors/router_drain.py). Inactive partitions are checked for retention, and
 their offsets and sizes read, without starting their actors.
 """
 from __future__ import annotations
@@ -140,6 +141,7 @@ class NodeWatch:
                 if lapsed or now - polled >= WATCH_INTERVAL_S:
                     polled = now
                     await self._check_nodes()
+                    await self._follow_ray_drains()  # leaderships leave a node Ray announced will go
             except Exception:
                 log.exception("router: node check failed")
             asleep = time.monotonic()

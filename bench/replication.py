@@ -1,6 +1,7 @@
 """Replication cost: produce throughput and latency for RF=1 acks=1, RF=3 acks=1 and RF=3 acks=all.
 
 Usage: python bench/replication.py [--records 100000] [--value-size 100] [--paced 1000] [--rate 500] [--failovers 10]
+                                   [--drains 0] [--only-drains]
 Starts a three-node ``ray.cluster_utils.Cluster`` on this machine (every node a set of Ray
 processes, one gateway each, the followers' replica fetchers in them), creates one
 single-partition topic per case, and with confluent-kafka:
@@ -17,6 +18,13 @@ single-partition topic per case, and with confluent-kafka:
   counted). A new node replaces the dead one before the next round. Ray's health check is set
   to 1 s x 5 (its default is 3 s x 5); the broker session (``broker.session.timeout.ms``, 3 s)
   usually fences the dead node first.
+
+* graceful drain: ``--drains`` times, while an idempotent acks=all producer sends without pause to
+  an RF=3 topic, the node leading it is drained (the router's ``drain_node``, what ``logan-ray node
+  drain`` and Ray's drain notice start; undrained after each round): the longest gap between two
+  acknowledgements from the drain call until 200 more records were acknowledged, p50/p99, next to
+  the longest gap over 3 s without a drain, and when each step of the router's move ended.
+  ``--only-drains`` skips the other cases.
 
 With acks=all the answer waits until both followers fetched the batch (min.insync.replicas=2,
 so the ISR holds all three once they caught up; the bench waits for that first).
@@ -135,6 +143,77 @@ def failover_round(c, cluster, endpoints, head: str, i: int) -> tuple[float, int
     return took, len(set(acked) - seen)
 
 
+def drain_rounds(c, bootstrap: str, rounds: int) -> tuple[list[float], float, list[str], list[dict]]:
+    """Graceful drains under an acks=all producer that never pauses: per drain of the leader's node (the
+    router's ``drain_node``, what Ray's drain notice starts), the longest gap between two acknowledgements
+    from the drain call until 200 more records were acknowledged through the new leader. Returns (gaps,
+    the longest gap over 3 s without a drain, producer errors, the router's move step timings)."""
+    import threading
+
+    import ray
+    from confluent_kafka import Producer
+
+    c.create_topic("drains", partitions=1, replication_factor=3, config={"min.insync.replicas": "2"})
+
+    def describe() -> dict:
+        return c.describe_topic("drains")["partitions"][0]
+
+    def wait_for(pred, timeout: float = 60) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if pred():
+                return True
+            time.sleep(0.05)
+        return False
+
+    wait_for(lambda: len(describe()["isr"]) == 3)
+    acks: list[float] = []
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 2})
+
+        def done(e, _m) -> None:
+            if e:
+                errors.append(str(e))
+            else:
+                acks.append(time.monotonic())
+        while not stop.is_set():
+            p.produce("drains", b"d" * 100, partition=0, on_delivery=done)
+            p.poll(0.002)
+        p.flush(60)
+
+    thread = threading.Thread(target=produce, daemon=True)
+    thread.start()
+
+    def longest_gap(since: float, until: float) -> float:
+        times = list(acks)
+        return max((b - a for a, b in zip(times, times[1:]) if since <= b <= until), default=float("inf"))
+
+    wait_for(lambda: len(acks) >= 500)
+    t0 = time.monotonic()
+    time.sleep(3)
+    baseline = longest_gap(t0, time.monotonic())
+    gaps = []
+    for i in range(rounds):
+        wait_for(lambda: len(describe()["isr"]) == 3)
+        leader = describe()["node_id"]
+        before, t0 = len(acks), time.monotonic()
+        rows = ray.get(c.router.drain_node.remote(leader, "bench"))
+        wait_for(lambda: describe()["node_id"] != leader and len(acks) >= before + 200)
+        gap = longest_gap(t0, time.monotonic())
+        gaps.append(gap)
+        print(f"drain {i + 1}: {[r['error_code'] for r in rows if r['topic'] == 'drains']} (0: moved), longest gap "
+              f"between acks=all answers {gap * 1000:.0f} ms", flush=True)
+        ray.get(c.router.undrain_node.remote(leader))
+        time.sleep(1)
+    stop.set()
+    thread.join(120)
+    steps = [m for m in ray.get(c.router.move_timings.remote()) if m["topic"] == "drains"]
+    return gaps, baseline, errors, steps
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=100000)
@@ -142,7 +221,11 @@ def main() -> None:
     ap.add_argument("--paced", type=int, default=1000)
     ap.add_argument("--rate", type=int, default=500)
     ap.add_argument("--failovers", type=int, default=10)
+    ap.add_argument("--drains", type=int, default=0, help="graceful drains of the leader's node to time")
+    ap.add_argument("--only-drains", action="store_true", help="skip the throughput, latency and failover cases")
     args = ap.parse_args()
+    if args.only_drains:
+        args.failovers = 0
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     import ray
     from ray.cluster_utils import Cluster
@@ -160,6 +243,20 @@ def main() -> None:
         c = logan_ray.connect(data_dir=tempfile.mkdtemp())
         endpoints = start_gateways("127.0.0.1", 0)
         bootstrap = endpoints[ray.get_runtime_context().get_node_id()]
+        if args.drains:
+            gaps, baseline, errors, steps = drain_rounds(c, bootstrap, args.drains)
+            gaps.sort()
+            p99 = gaps[min(len(gaps) - 1, int(round(0.99 * (len(gaps) - 1))))]
+            print(f"# graceful drain over {len(gaps)} drains: longest gap between acks=all answers p50 "
+                  f"{statistics.median(gaps) * 1000:.0f} ms, p99 (max of {len(gaps)}) {p99 * 1000:.0f} ms; "
+                  f"3 s without a drain: {baseline * 1000:.0f} ms; producer errors: {len(errors)}")
+            for name in ("caught_up", "handed_over", "old_stopped", "new_started"):
+                got = sorted(m[name] for m in steps if name in m)
+                if got:
+                    print(f"#   move step {name:<12} ends p50 {statistics.median(got) * 1000:.0f} ms, max "
+                          f"{got[-1] * 1000:.0f} ms after the move began")
+            if args.only_drains:
+                return
         c.create_topic("rf1", partitions=1, replication_factor=1)
         rf3 = c.create_topic("rf3", partitions=1, replication_factor=3, config={"min.insync.replicas": "2"})
         deadline = time.monotonic() + 60

@@ -68,6 +68,8 @@ def cmd_node(args: argparse.Namespace) -> int:
 
 def cmd_leaders(args: argparse.Namespace) -> int:
     ray_only(args, "leaders elect")
+    if args.partition is not None and args.topic is None:
+        raise ValueError("--partition needs --topic (the partition of which topic?)")
     c = connect(args)
     asked = None
     if args.topic is not None:

@@ -185,6 +185,12 @@ class GatewayActor:
         """Close this node's follower log of a partition it is about to lead (the router's election)."""
         return await self._fetcher.release(topic, partition, leader_epoch) if self._fetcher is not None else False
 
+    async def assignments_changed(self) -> None:
+        """The router changed a leadership this node follows or led: re-read the assignments now, not at
+        the fetcher's next round (a leader that handed over follows the new one at once)."""
+        if self._fetcher is not None:
+            self._fetcher.refresh_soon()
+
     async def stop(self) -> None:
         """Stop listening, close connections and leave the router's broker list."""
         if self._register_task is not None:

@@ -315,11 +315,18 @@ class Cluster:
         return (await self.settings())["data_dir"]
 
     def partition_changed(self, name: str, index: int, handle: Any) -> None:
-        """The router says a partition of this node started (``handle``) or hibernated (None)."""
+        """The router says a partition of this node started (``handle``), or hibernated or lost its
+        leadership to another node (None)."""
         parts = self._routes.get(name)
-        if parts is not None and 0 <= index < len(parts) and parts[index].local:
+        if parts is not None and 0 <= index < len(parts):
             part = parts[index]
-            if handle is None:
+            if not part.local:
+                if handle is not None:  # it started here while the cached route has it elsewhere: a leader change
+                    self._routes.pop(name, None)  # moved here; without this, produce and follower fetches here
+                    # were refused NOT_LEADER_OR_FOLLOWER until some client's Metadata refreshed this gateway
+            elif handle is None and len(part.replicas) > 1:
+                self._routes.pop(name, None)  # it may have hibernated or moved away (a controlled move): ask again
+            elif handle is None:
                 part.handle, part._link = None, None
             elif part.handle is None or part.handle._actor_id != handle._actor_id:
                 part.handle, part._link = handle, self._link(handle)

@@ -205,6 +205,10 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
                 continue
             try:
                 s.part = await gw.cluster.partition(name, s.index)
+                if s.part is not None and s.epoch > s.part.leader_epoch >= 0:
+                    # the fetcher knows a newer leader epoch than this cached route: leadership changed
+                    gw.cluster.forget(name)
+                    s.part = await gw.cluster.partition(name, s.index)
             except Exception as e:
                 s.result = _partition_result(s.index, error_code(e))
                 continue

@@ -133,6 +133,10 @@ class ReplicaFetcher:
                      leader_epoch)
         return f is not None
 
+    def refresh_soon(self) -> None:
+        """Re-read the assignments from the router now (a leadership changed), not at the next round."""
+        self._stale.set()
+
     def state(self) -> dict[str, dict[str, Any]]:
         """{"topic-partition": {log_end, high_watermark, leader, leader_epoch, directory}} of every follower."""
         return {f"{t}-{p}": {"log_end": f.log.log_end_offset, "high_watermark": f.high_watermark,

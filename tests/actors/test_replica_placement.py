@@ -54,3 +54,26 @@ def test_election_takes_the_isr_in_replica_order_and_unclean_only_when_enabled()
     # unclean is never used while an in-sync replica is alive
     assert rp.election_candidates(replicas, ["n1", "n3"], "n1", alive, unclean=True) == (["n3"], False)
     assert rp.election_candidates(replicas, ["n1"], "n1", ["n4"], unclean=True) == ([], True)
+
+
+def test_a_draining_node_gets_no_new_leader_and_a_follower_only_when_the_factor_needs_every_node():
+    assert rp.placeable(ALIVE, ["n2"]) == {n: ip for n, ip in ALIVE.items() if n != "n2"}
+    assert rp.placeable({"n1": "x"}, ["n1"]) == {"n1": "x"}  # every node drains: a topic can still be made
+    leader = {"node_id": "n1", "node_ip": ALIVE["n1"]}
+    # n2 holds the fewest replicas but drains: the followers go to n3 and n4
+    load = {"n1": 5, "n2": 0, "n3": 4, "n4": 4}
+    assert [f["node_id"] for f in rp.choose_followers(leader, 3, ALIVE, load, ["n2"])] == ["n3", "n4"]
+    assert load["n2"] == 0
+    # RF 4 on 4 nodes needs the draining one too (last choice, not a refusal)
+    rec = {"epoch": 0, "incarnation": None}
+    rp.assign_replicas(rec, leader, 4, ALIVE, {n: 0 for n in ALIVE}, draining=["n2"])
+    assert [r["node_id"] for r in rec["replicas"]] == ["n1", "n3", "n4", "n2"]
+
+
+def test_a_failover_prefers_replicas_that_are_not_draining():
+    replicas, alive = ["n1", "n2", "n3"], ["n2", "n3"]
+    assert rp.election_candidates(replicas, replicas, "n1", alive, draining=["n2"]) == (["n3", "n2"], False)
+    # a draining in-sync replica still leads when it is the only one (better than offline)
+    assert rp.election_candidates(replicas, ["n1", "n2"], "n1", alive, draining=["n2"]) == (["n2"], False)
+    # unclean: the same preference among the alive replicas
+    assert rp.election_candidates(replicas, ["n1"], "n1", alive, unclean=True, draining=["n2"]) == (["n3", "n2"], True)

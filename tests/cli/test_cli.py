@@ -69,6 +69,19 @@ def test_cli_end_to_end_then_a_background_restart_keeps_everything(data_dir):
         r = run(data_dir, "topic", "describe", "events")
         assert b"retention.ms=3600000" in r.stdout
         topic_id = re.search(rb"partitions, id ([0-9a-f-]{36})", r.stdout).group(1)
+        node = re.search(rb"partition 0: node ([0-9a-f]{12})", r.stdout).group(1).decode()
+        # leadership by hand (logan_ray/node_cli.py) on one node: nothing can leave it, and it is said so
+        r = run(data_dir, "node", "drain", "zz")
+        assert r.returncode == 1 and r.stderr == b"logan-ray: error: no single alive Ray node matches 'zz' (0 do)\n"
+        r = run(data_dir, "node", "drain", node)  # one replica each: they stay, listed, exit 1
+        assert r.returncode == 1 and b"events-0: no eligible replica\n" in r.stdout, r.stdout
+        assert re.search(rb"node [0-9a-f]{8} drains: 0 leaderships moved, \d+ stay\n$", r.stdout), r.stdout
+        r = run(data_dir, "node", "undrain", node)
+        assert r.returncode == 0 and r.stdout == f"node {node[:8]} may lead partitions again\n".encode(), r
+        r = run(data_dir, "leaders", "elect", "--topic", "events", "--partition", "1")
+        assert r.returncode == 0 and r.stdout == b"events-1: not needed\n", r  # its only replica leads
+        r = run(data_dir, "leaders", "elect", "--topic", "nope")
+        assert r.returncode == 1 and r.stderr.count(b"\n") == 1 and b"nope" in r.stderr, r
         # bad input: one clear line, non-zero exit, nothing created
         r = run(data_dir, "topic", "create", "bad name!")
         assert r.returncode == 1 and r.stderr.count(b"\n") == 1 and b"bad name!" in r.stderr

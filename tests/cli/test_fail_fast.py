@@ -111,3 +111,30 @@ def test_unreachable_addresses_fail_fast(tmp_path):
         if name.startswith("kafka"):
             assert_one_line_failure(result, f"no Kafka broker answered at 127.0.0.1:{kafka_port}",
                                     "check --bootstrap-server")
+
+
+def test_leadership_commands_fail_fast_with_one_line(tmp_path):
+    """``node drain|undrain`` and ``leaders elect``: no broker, the Kafka protocol asked for (they work through
+    Ray only), or a partition without its topic: one line, exit 1, within seconds."""
+    env = minimal_env(str(tmp_path))
+    ray_port = closed_port()
+    results = run_all(env, {
+        "drain": ["node", "drain", "0"],
+        "undrain": ["node", "undrain", "0"],
+        "elect": ["leaders", "elect"],
+        "drain address": ["node", "drain", "0", "--address", f"127.0.0.1:{ray_port}"],
+        "elect address": ["leaders", "elect", "--unclean", "--address", f"127.0.0.1:{ray_port}"],
+        "drain kafka": ["node", "drain", "0", "--bootstrap-server", "127.0.0.1:9"],
+        "elect kafka": ["leaders", "elect", "--bootstrap-server", "127.0.0.1:9"],
+        "elect partition": ["leaders", "elect", "--partition", "0"],
+    })
+    home = str(tmp_path)
+    for name in ("drain", "undrain", "elect"):
+        assert_one_line_failure(results[name], f"no logan-ray broker found at {home}/.local/state/logan-ray/broker.json",
+                                "start one with ./scripts/start.sh or `logan-ray start`")
+    for name in ("drain address", "elect address"):
+        assert_one_line_failure(results[name], f"cannot reach Ray at 127.0.0.1:{ray_port}")
+    assert_one_line_failure(results["drain kafka"], "node drain works through Ray, not the Kafka protocol",
+                            "drop --bootstrap-server")
+    assert_one_line_failure(results["elect kafka"], "leaders elect works through Ray, not the Kafka protocol")
+    assert_one_line_failure(results["elect partition"], "--partition needs --topic")

@@ -143,6 +143,28 @@ def test_acl_admin_api_needs_cluster_alter_and_round_trips(broker):
     assert admin.describe_acls(flt).result(20) == []
 
 
+def test_elect_leaders_needs_alter_on_the_cluster(broker):
+    """Kafka authorizes ElectLeaders with ALTER on the cluster: alice (no ACL) gets CLUSTER_AUTHORIZATION_FAILED
+    and nothing is elected; the super user's election runs (ELECTION_NOT_NEEDED: the one replica leads)."""
+    from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    topic = f"elect-{uuid.uuid4().hex[:8]}"
+    create_topic(broker, topic)
+    tp = TopicPartition(topic, 0)
+
+    def codes(client):  # the request's error, or each partition's
+        try:
+            results = client.elect_leaders(ElectionType.PREFERRED, [tp]).result(20)
+        except KafkaException as e:
+            return [e.args[0].code()]
+        return [None if e is None else (e.code() if hasattr(e, "code") else e.args[0].code())
+                for e in results.values()]
+
+    assert codes(AdminClient(conf(broker, "alice"))) == [KafkaError.CLUSTER_AUTHORIZATION_FAILED]
+    assert codes(AdminClient(conf(broker, "admin"))) == [KafkaError.ELECTION_NOT_NEEDED]
+
+
 def test_users_and_acls_survive_a_broker_restart(broker):
     topic = f"durable-{uuid.uuid4().hex[:8]}"
     create_topic(broker, topic)
