@@ -148,7 +148,14 @@ def produce_and_consume(gateway: str, topic: str, active: int, duration_s: float
     reader = threading.Thread(target=consume, daemon=True)
     reader.start()
     time.sleep(8.0)  # let the group form (initial rebalance delay) before counting
-    prod = Producer({"bootstrap.servers": gateway, "linger.ms": 5, "acks": 1})
+    failed: dict[str, int] = {}  # delivery reports of records the broker did not take, by error
+
+    def on_failure(err, _msg) -> None:
+        if err is not None:
+            failed[err.name()] = failed.get(err.name(), 0) + 1
+
+    prod = Producer({"bootstrap.servers": gateway, "linger.ms": 5, "acks": 1,
+                     "delivery.report.only.error": True, "on_delivery": on_failure})
     sent = 0
     latencies.clear()
     consumed[0] = 0
@@ -161,7 +168,7 @@ def produce_and_consume(gateway: str, topic: str, active: int, duration_s: float
             prod.poll(0.01)
         if sent % 1000 == 0:
             prod.poll(0)
-    unsent = prod.flush(60)  # records still not acknowledged after 60 s
+    unsent = prod.flush(60)  # records still not acknowledged after 60 s (failed ones are in `failed`)
     took = time.perf_counter() - started
     time.sleep(2.0)
     stop.set()
@@ -174,7 +181,7 @@ def produce_and_consume(gateway: str, topic: str, active: int, duration_s: float
     stored = sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(active))
     c.close()
     return {"sent": sent, "produce_rps": sent / took, "consumed": consumed[0], "unsent": unsent,
-            "stored": stored, "redelivered": again[0], "assignments": rebalances[0],
+            "stored": stored, "redelivered": again[0], "assignments": rebalances[0], "failed": failed,
             "latency_p50_ms": pct(latencies, 0.5), "latency_p99_ms": pct(latencies, 0.99)}
 
 
@@ -230,8 +237,8 @@ def main() -> None:
           f"{r['produce_rps']:.0f} records/s produced, {r['consumed']} of {r['sent']} consumed, "
           f"end-to-end latency p50 {r['latency_p50_ms']:.0f} ms, p99 {r['latency_p99_ms']:.0f} ms")
     print(f"  {r['stored']} records in the {args.active} partitions' logs, {r['unsent']} not acknowledged "
-          f"after the 60 s flush, {r['redelivered']} delivered again at an offset already consumed, "
-          f"{r['assignments']} assignments of the group")
+          f"after the 60 s flush, failed deliveries {r['failed'] or 0}, {r['redelivered']} delivered again at an "
+          f"offset already consumed, {r['assignments']} assignments of the group")
     print(f"broker PSS after the run: {broker_pss_mib():.0f} MiB ({partition_actor_count()} PartitionActor processes)")
     if args.idle > 0:
         time.sleep(args.idle)
