@@ -121,11 +121,16 @@ class PartitionHibernation:
 
 
 async def _name_released(name: str, timeout: float = 30.0) -> None:
-    """Wait until a killed actor's name is free, so the next one of that name is a new actor."""
+    """Wait until a killed actor's name is free, so the next one of that name is a new actor.
+
+    Each look-up is a blocking GCS call: made off the event loop, so that tens of partitions
+    hibernating at once (a topic's worth going idle together) do not stall the router's other
+    calls, broker heartbeats among them (a node whose heartbeats stall for
+    broker.session.timeout.ms is fenced)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            ray.get_actor(name, namespace=NAMESPACE)
+            await asyncio.to_thread(ray.get_actor, name, namespace=NAMESPACE)
         except ValueError:
             return
         await asyncio.sleep(0.05)

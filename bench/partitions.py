@@ -86,28 +86,76 @@ def first_request_latencies(gateway: str, topic: str, partitions: range, gap_s: 
     return out
 
 
+def activation_breakdown(topic: str, partitions: range, latencies: list[float]) -> str:
+    """Median ms of each step of the activations just measured (the router's and the actors' records)."""
+    import ray
+
+    from logan_ray.actors.names import NAMESPACE, ROUTER_NAME, actor_name
+
+    router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
+    by_key = {(s["topic"], s["partition"]): s for s in ray.get(router.activation_steps.remote())}
+    rows: dict[str, list[float]] = {k: [] for k in ("room", "create", "to_constructor", "config", "open",
+                                                  "answer", "outside_router")}
+    for p, lat in zip(partitions, latencies):
+        r = by_key.get((topic, p))
+        if r is None or "ready_ms" not in r:
+            continue
+        try:
+            a = ray.get(ray.get_actor(actor_name(topic, p), namespace=NAMESPACE).activation_steps.remote())
+        except Exception:
+            continue
+        created_at = r["asked_at"] + (r["room_ms"] + r["create_ms"]) / 1e3
+        to_constructor = (a["init_at"] - created_at) * 1e3
+        rows["room"].append(r["room_ms"])
+        rows["create"].append(r["create_ms"])
+        rows["to_constructor"].append(to_constructor)
+        rows["config"].append(a["config_ms"])
+        rows["open"].append(a["open_ms"])
+        rows["answer"].append(r["ready_ms"] - to_constructor - a["config_ms"] - a["open_ms"])
+        rows["outside_router"].append(lat - r["room_ms"] - r["create_ms"] - r["ready_ms"])
+    return ", ".join(f"{k} {statistics.median(v):.0f}" for k, v in rows.items() if v)
+
+
 def produce_and_consume(gateway: str, topic: str, active: int, duration_s: float) -> dict:
     from confluent_kafka import Consumer, Producer
 
     stop = threading.Event()
     latencies: list[float] = []
     consumed = [0]
+    again = [0]  # records delivered at an offset the consumer had already passed (redelivered)
+    rebalances = [0]
+    next_offset: dict[int, int] = {}
+
+    def on_assign(_c, parts) -> None:
+        rebalances[0] += 1
 
     def consume() -> None:
         c = Consumer({"bootstrap.servers": gateway, "group.id": f"bench-{uuid.uuid4().hex[:8]}",
                       "auto.offset.reset": "latest", "enable.auto.commit": True})
-        c.subscribe([topic])
+        c.subscribe([topic], on_assign=on_assign)
         while not stop.is_set():
             for m in c.consume(1000, 0.1):
                 if m.error() is None:
                     consumed[0] += 1
                     latencies.append(time.time() * 1e3 - m.timestamp()[1])
+                    p, o = m.partition(), m.offset()
+                    if o < next_offset.get(p, -1):
+                        again[0] += 1
+                    else:
+                        next_offset[p] = o + 1
         c.close()
 
     reader = threading.Thread(target=consume, daemon=True)
     reader.start()
     time.sleep(8.0)  # let the group form (initial rebalance delay) before counting
-    prod = Producer({"bootstrap.servers": gateway, "linger.ms": 5, "acks": 1})
+    failed: dict[str, int] = {}  # delivery reports of records the broker did not take, by error
+
+    def on_failure(err, _msg) -> None:
+        if err is not None:
+            failed[err.name()] = failed.get(err.name(), 0) + 1
+
+    prod = Producer({"bootstrap.servers": gateway, "linger.ms": 5, "acks": 1,
+                     "delivery.report.only.error": True, "on_delivery": on_failure})
     sent = 0
     latencies.clear()
     consumed[0] = 0
@@ -120,12 +168,20 @@ def produce_and_consume(gateway: str, topic: str, active: int, duration_s: float
             prod.poll(0.01)
         if sent % 1000 == 0:
             prod.poll(0)
-    prod.flush(60)
+    unsent = prod.flush(60)  # records still not acknowledged after 60 s (failed ones are in `failed`)
     took = time.perf_counter() - started
     time.sleep(2.0)
     stop.set()
     reader.join(30)
-    return {"sent": sent, "produce_rps": sent / took, "consumed": consumed[0],
+    # what the log holds: more than was sent means the producer's retries wrote records twice
+    # (librdkafka retries a timed-out request; this producer is not idempotent)
+    from confluent_kafka import TopicPartition
+
+    c = Consumer({"bootstrap.servers": gateway, "group.id": "bench-offsets"})
+    stored = sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(active))
+    c.close()
+    return {"sent": sent, "produce_rps": sent / took, "consumed": consumed[0], "unsent": unsent,
+            "stored": stored, "redelivered": again[0], "assignments": rebalances[0], "failed": failed,
             "latency_p50_ms": pct(latencies, 0.5), "latency_p99_ms": pct(latencies, 0.99)}
 
 
@@ -171,6 +227,7 @@ def main() -> None:
     if lat:  # none when every partition is an active one (the comparison run)
         print(f"first request to {cold} untouched partitions ({args.cold_gap:g} s apart): p50 {pct(lat, 0.5):.0f} ms, "
               f"p99 {pct(lat, 0.99):.0f} ms, max {max(lat):.0f} ms")
+        print(f"  activation steps, median ms: {activation_breakdown(topic, range(args.partitions - cold, args.partitions), lat)}")
 
     if args.duration <= 0:  # activation latency only
         print(f"# load average at the end {os.getloadavg()[0]:.2f}")
@@ -179,6 +236,9 @@ def main() -> None:
     print(f"produce 100 B round-robin to {args.active} partitions, one consumer group on all {args.partitions}: "
           f"{r['produce_rps']:.0f} records/s produced, {r['consumed']} of {r['sent']} consumed, "
           f"end-to-end latency p50 {r['latency_p50_ms']:.0f} ms, p99 {r['latency_p99_ms']:.0f} ms")
+    print(f"  {r['stored']} records in the {args.active} partitions' logs, {r['unsent']} not acknowledged "
+          f"after the 60 s flush, failed deliveries {r['failed'] or 0}, {r['redelivered']} delivered again at an "
+          f"offset already consumed, {r['assignments']} assignments of the group")
     print(f"broker PSS after the run: {broker_pss_mib():.0f} MiB ({partition_actor_count()} PartitionActor processes)")
     if args.idle > 0:
         time.sleep(args.idle)

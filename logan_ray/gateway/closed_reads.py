@@ -37,7 +37,9 @@ CLOSED_METHODS = frozenset({"locate", "wait_for_data", "offsets", "list_offset",
                             "max_timestamp_offset", "end_offset_for_epoch", "leader_epoch"})
 log = logging.getLogger("logan_ray.gateway")
 
-MAX_VIEWS = 512  # open views kept (each holds one descriptor per segment)
+#: open views kept (each holds one descriptor per segment read). More than a consumer group reads at once:
+#: a group polling more inactive partitions than this reopened hundreds of views on every Fetch.
+MAX_VIEWS = 4096
 
 
 class NeedsActor(Exception):
@@ -56,6 +58,8 @@ class ClosedReads:
         self._data_dir = data_dir  # async () -> the broker's data dir (from the router's settings)
         self._views: OrderedDict[tuple[str, int], ClosedLog] = OrderedDict()
         self._wakers: dict[tuple[str, int], asyncio.Event] = {}
+        #: fetches waiting on many inactive partitions at once (one waiter each, see wait_any)
+        self._listeners: dict[tuple[str, int], list[tuple[asyncio.Event, set]]] = {}
         self.served = 0  # calls answered from files
         self.handed_over = 0  # long-polls that went on in a woken actor
 
@@ -68,12 +72,46 @@ class ClosedReads:
         event = self._wakers.pop((topic, partition), None)
         if event is not None:
             event.set()
+        for event, woke in self._listeners.pop((topic, partition), ()):
+            woke.add((topic, partition))
+            event.set()
 
     def forget_all(self) -> None:
         for key in list(self._views):
             self.changed(*key)
         for key in list(self._wakers):
             self.changed(*key)
+        for key in list(self._listeners):
+            self.changed(*key)
+
+    async def wait_any(self, keys: list[tuple[str, int]], timeout_s: float) -> set[tuple[str, int]]:
+        """Until any of these inactive partitions changes state (it woke: its actor serves it now), or
+        the time is up; returns those that changed. One waiter for all of them: a Fetch over a
+        thousand inactive partitions must not start a thousand waits (and leave them behind) each
+        time one of its active partitions gets a record."""
+        event, woke = asyncio.Event(), set()
+        entry = (event, woke)
+        for key in keys:
+            self._listeners.setdefault(key, []).append(entry)
+        try:
+            await asyncio.wait_for(event.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for key in keys:
+                waiting = self._listeners.get(key)
+                if waiting is not None:
+                    try:
+                        waiting.remove(entry)
+                    except ValueError:
+                        pass
+                    if not waiting:
+                        del self._listeners[key]
+        return woke
+
+    def has_view(self, topic: str, partition: int) -> bool:
+        """A view of the partition is open (its reads need no file opened, unless it changed since)."""
+        return (topic, partition) in self._views
 
     def inactive_views(self) -> int:
         return len(self._views)

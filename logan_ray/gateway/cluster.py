@@ -121,6 +121,11 @@ class Partition:
         """Its node is gone and it waits for it (LEADER_NOT_AVAILABLE); ``node_id`` is that node."""
         return self._down
 
+    @property
+    def from_files(self) -> bool:
+        """Inactive, and its reads are answered from its closed files by this gateway (closed_reads.py)."""
+        return self.handle is None and self._closed is not None
+
     def leader_hint(self) -> dict:
         """KIP-951 ``current_leader`` for a NOT_LEADER_OR_FOLLOWER answer: the broker to go to."""
         return {"leader_id": broker_id(self.node_id), "leader_epoch": self.leader_epoch}
