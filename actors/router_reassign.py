@@ -136,10 +136,10 @@ class PartitionReassignment:
                 raise NoReassignmentInProgressError(f"no reassignment of {topic}-{partition} is in progress")
             target = list(ongoing["original"])  # back where it was, alive or not
         else:
+            target = reassignment.resolve_target(replicas, [n for n in self._alive if not self._sessions.fenced(n)])
             if replica_placement.replication_factor(t) <= 1:
                 raise InvalidReplicaAssignmentError(
                     f"topic {topic!r} has replication.factor 1: reassigning its partitions is not supported yet")
-            target = reassignment.resolve_target(replicas, [n for n in self._alive if not self._sessions.fenced(n)])
             if len(target) < 2:
                 raise InvalidReplicaAssignmentError(
                     f"a partition of a replicated topic keeps at least 2 replicas, got {len(target)}")
