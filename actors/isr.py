@@ -77,6 +77,15 @@ class FollowerStates:
             return [*self.isr, node]
         return None
 
+    def set_replicas(self, replicas: Iterable[str], isr: Iterable[str], leader_leo: int, now_ms: int) -> None:
+        """Adopt a replica set the controller changed (a reassignment): a new follower starts unknown
+        (LEO -1, outside the ISR until it catches up), a removed one is forgotten."""
+        self.replicas = list(replicas)
+        followers = [n for n in self.replicas if n != self.leader]
+        self.leo = {n: self.leo.get(n, -1) for n in followers}
+        self.caught_up_ms = {n: self.caught_up_ms.get(n, now_ms) for n in followers}
+        self.set_isr([n for n in isr if n == self.leader or n in self.leo], leader_leo)
+
     def set_isr(self, isr: Iterable[str], leader_leo: int) -> None:
         """Adopt an ISR the controller has persisted."""
         self.isr = list(isr)

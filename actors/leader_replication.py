@@ -105,6 +105,13 @@ class LeaderReplication:
                 break
             await self._moved.wait()
 
+    def reassigned(self, epoch: int, replicas: list[str], isr: list[str]) -> None:
+        """The controller changed the replica set (a reassignment) in ``epoch``: adopt it (ISR changes are
+        asked in that epoch from now on)."""
+        self._epoch = epoch
+        self.states.set_replicas(replicas, isr, self._log_end(), _now_ms())
+        self._wake()
+
     def _wake(self) -> None:
         self._moved.set()
         self._moved = asyncio.Event()

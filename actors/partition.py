@@ -353,6 +353,20 @@ class PartitionActor:
         """A move that did not happen: take writes again."""
         self._resigned = False
 
+    async def reassigned(self, leader_epoch: int, replicas: list[str], isr: list[str]) -> int:
+        """The controller changed this partition's replica set (a reassignment, actors/router_reassign.py)
+        and saved it in ``leader_epoch``: lead on in that epoch (it starts at this log's end, durably,
+        before anything else is written in it) with those followers and that ISR. An epoch not newer than
+        this leader's changes nothing (a retry, or a router restarted after telling it). Returns the epoch."""
+        if leader_epoch <= self._leader_epoch or self._replication is None or len(replicas) < 2 or self._hibernated:
+            return self._leader_epoch  # a hibernated leader learns it from the router when it starts again
+        self._log.start_leader_epoch(leader_epoch)
+        self._leader_epoch = leader_epoch
+        self._replication.reassigned(leader_epoch, replicas, isr)
+        log.info("partition %s-%d: replicas %s, ISR %s, leader epoch %d", self.topic, self.partition,
+                 [r[:8] for r in replicas], [r[:8] for r in isr], leader_epoch)
+        return self._leader_epoch
+
     def _leader_replication(self, opened: dict[str, Any]) -> LeaderReplication | None:
         """The follower bookkeeping of a replicated partition; None with one replica (HW = log end)."""
         replicas = opened.get("replicas") or []

@@ -58,6 +58,7 @@ from .isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS
 from .router_leaders import LeaderControl
 from .router_drain import NodeDrain
 from .router_rebalance import LeaderRebalance
+from .router_reassign import PartitionReassignment
 from .router_watch import NodeWatch
 from .security_meta import SecurityMetadata
 from .warm_workers import WarmWorkers
@@ -74,7 +75,7 @@ ADOPT_CHECK_S = 10.0  # a restarted router waits this long to learn which runnin
 LEGACY_TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6761-6e2d-7261-792d-746f70696373")
 
 
-class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, PartitionHibernation, NodeWatch, SecurityMetadata, DynamicConfigs):
+class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, PartitionReassignment, PartitionHibernation, NodeWatch, SecurityMetadata, DynamicConfigs):
     def __init__(self, data_dir: str, *, auto_create_topics: bool = True, num_partitions: int = 1,
                  topic_defaults: dict[str, Any] | None = None, maintenance_interval_s: float = 300.0,
                  cleaner_interval_s: float = 15.0, partition_idle_ms: int | None = None,
@@ -103,6 +104,7 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         self._init_rebalance(auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
                              leader_imbalance_per_broker_percentage)
         self._init_drain()
+        self._init_reassign()
         self.topic_defaults = TopicConfig.from_dict(topic_defaults or {}).to_dict()
         self.maintenance_interval_s = maintenance_interval_s
         self.partition_idle_ms = partition_idle_ms or DEFAULT_IDLE_MS
@@ -730,7 +732,7 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         for h in handles:
             ray.kill(h, no_restart=True)
         self._handles.clear()
-        for task in (self._watch, self._retention, self._rebalance_task):
+        for task in (self._watch, self._retention, self._rebalance_task, self._reassign_task):
             if task is not None:
                 task.cancel()
         self._dir_lock.release()  # the next broker on this data dir may start now

@@ -33,6 +33,7 @@ class NodeWatch:
             self._watch = asyncio.get_running_loop().create_task(self._watch_nodes())
         if self._retention is None or self._retention.done():
             self._retention = asyncio.get_running_loop().create_task(self._retention_rounds())
+        self._reassigning()  # actors/router_reassign.py: ongoing reassignments go on after a restart
 
     async def _retention_rounds(self) -> None:
         while True:

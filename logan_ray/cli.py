@@ -9,7 +9,8 @@ clear line on stderr and a non-zero exit within seconds, never a traceback or a 
 One module per command group, each adding its subcommands to the parser:
 :mod:`.broker_cli` (start, stop, status), :mod:`.topic_cli` (topic, compact),
 :mod:`.produce_consume_cli`, :mod:`.group_cli` (groups), :mod:`.security_cli`
-(users, acls), :mod:`.node_cli` (node drain, leaders elect); what they share is :mod:`.cli_common`.
+(users, acls), :mod:`.node_cli` (node drain, leaders elect), :mod:`.partitions_cli` (partitions reassign,
+rebalance); what they share is :mod:`.cli_common`.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from .cli_common import connect, err
 from .errors import LoganError
 from .group_cli import add_groups_parser, run_groups
 from .node_cli import add_node_parsers
+from .partitions_cli import add_partitions_parsers
 from .produce_consume_cli import add_produce_consume_parsers
 from .security_cli import RaySecurity, add_acls_parser, add_users_parser, run_acls, run_users
 from .topic_cli import add_topic_parsers
@@ -52,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_broker_parsers(sub)
     add_topic_parsers(sub)
     add_node_parsers(sub)
+    add_partitions_parsers(sub)
     add_produce_consume_parsers(sub)
     add_groups_parser(sub).set_defaults(func=cmd_groups)
     add_users_parser(sub).set_defaults(func=cmd_users)

@@ -270,6 +270,41 @@ class Client:
         """
         return get(self.router.compact.remote(topic, roll))
 
+    def reassign_partitions(self, reassignments: dict[tuple[str, int], list[int | str] | None],
+                            allow_replication_factor_change: bool = True) -> None:
+        """Kafka's AlterPartitionReassignments: move each (topic, partition) to its target replicas (broker ids
+        or Ray node ids, the first the preferred leader), or cancel its ongoing reassignment (None).
+
+        Returns once every target is saved; the data moves afterwards (follow it with
+        :meth:`list_reassignments`): the replicas being added fetch from the leader, and once all are in
+        sync the target becomes the replica set (docs/replication.md). Raises the typed error of the
+        first partition refused (``InvalidReplicaAssignmentError``, ``NoReassignmentInProgressError``,
+        ``UnknownPartitionError``, ...); the others were still carried out.
+        """
+        from .errors import (InvalidReplicaAssignmentError, InvalidReplicationFactorError, LoganError,
+                             NoReassignmentInProgressError, UnknownPartitionError)
+
+        asked = [(t, p, None if r is None else list(r)) for (t, p), r in reassignments.items()]
+        results = get(self.router.alter_partition_reassignments.remote(asked, allow_replication_factor_change))
+        for (topic, p), (code, message) in sorted(results.items()):
+            if code:
+                cls = {3: UnknownPartitionError, 38: InvalidReplicationFactorError, 39: InvalidReplicaAssignmentError,
+                       85: NoReassignmentInProgressError}.get(code, LoganError)
+                err = cls(f"{topic}-{p}: {message}")
+                err.code = code
+                raise err
+
+    def list_reassignments(self, partitions: Iterable[tuple[str, int]] | None = None
+                           ) -> dict[tuple[str, int], dict[str, list[str]]]:
+        """Kafka's ListPartitionReassignments: {(topic, partition): {"replicas", "adding", "removing"}} (Ray node
+        ids) of the reassignments under way, among ``partitions`` (all when None)."""
+        return get(self.router.list_partition_reassignments.remote(None if partitions is None else list(partitions)))
+
+    def rebalance_replicas(self, dry_run: bool = False) -> dict[tuple[str, int], dict[str, Any]]:
+        """Spread the replicas of replicated topics evenly over the alive nodes (e.g. after a node joined) by
+        reassignments: {(topic, partition): {"from", "to", "error_code", "error_message"}} of those moved."""
+        return get(self.router.rebalance_replicas.remote(dry_run))
+
     # ---------------------------------------------------------------- routing
     def partitions(self, topic: str, auto_create: bool = False, refresh: bool = False,
                    activate: bool = False) -> list:

@@ -162,3 +162,15 @@ class NonEmptyGroupError(GroupError):
 
     code = 68  # NON_EMPTY_GROUP
 
+
+
+class InvalidReplicaAssignmentError(LoganError):
+    """A reassignment's target replica list is empty, repeats a broker or names one that is not alive."""
+
+    code = 39  # INVALID_REPLICA_ASSIGNMENT
+
+
+class NoReassignmentInProgressError(LoganError):
+    """A reassignment was cancelled where none is under way."""
+
+    code = 85  # NO_REASSIGNMENT_IN_PROGRESS

@@ -238,6 +238,12 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
                     # any replica but the leader: a leader change reorders the replicas (the old leader follows)
                     s.replica = next((n for n in s.part.replicas if n != s.part.node_id and broker_id(n) == replica_id),
                                      None)
+                    if s.replica is None:  # a replica added since this route was cached (a reassignment)
+                        fresh = (await gw.cluster.refresh([name])).get(name) or []
+                        if s.index < len(fresh) and fresh[s.index].local and not fresh[s.index].offline:
+                            s.part = fresh[s.index]
+                            s.replica = next((n for n in s.part.replicas
+                                              if n != s.part.node_id and broker_id(n) == replica_id), None)
                 live.append(s)
     ahead = conn.state.get(_AHEAD)
     if len(live) == 1:

@@ -268,6 +268,60 @@ ELECT_LEADERS = Api(
     ],
 )
 
+ALTER_PARTITION_REASSIGNMENTS = Api(  # KIP-455; v1 adds allow_replication_factor_change (KIP-860)
+    45, "AlterPartitionReassignments", "0-1", "0+",
+    request=[
+        F("timeout_ms", INT32, default=60000),
+        F("allow_replication_factor_change", BOOL, "1+", default=True),
+        F("topics", A(S(
+            F("name", STRING),
+            F("partitions", A(S(
+                F("partition_index", INT32),
+                F("replicas", A(INT32), nullable="0+", default=None),
+            ))),
+        ))),
+    ],
+    response=[
+        F("throttle_time_ms", INT32),
+        F("allow_replication_factor_change", BOOL, "1+", default=True),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("responses", A(S(
+            F("name", STRING),
+            F("partitions", A(S(
+                F("partition_index", INT32),
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=None),
+            ))),
+        ))),
+    ],
+)
+
+LIST_PARTITION_REASSIGNMENTS = Api(  # KIP-455
+    46, "ListPartitionReassignments", "0", "0+",
+    request=[
+        F("timeout_ms", INT32, default=60000),
+        F("topics", A(S(
+            F("name", STRING),
+            F("partition_indexes", A(INT32)),
+        )), nullable="0+", default=None),
+    ],
+    response=[
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("topics", A(S(
+            F("name", STRING),
+            F("partitions", A(S(
+                F("partition_index", INT32),
+                F("replicas", A(INT32)),
+                F("adding_replicas", A(INT32)),
+                F("removing_replicas", A(INT32)),
+            ))),
+        ))),
+    ],
+)
+
 APIS = (
     CREATE_TOPICS,
     DELETE_TOPICS,
@@ -279,4 +333,6 @@ APIS = (
     INIT_PRODUCER_ID,
     DESCRIBE_CLUSTER,
     ELECT_LEADERS,
+    ALTER_PARTITION_REASSIGNMENTS,
+    LIST_PARTITION_REASSIGNMENTS,
 )

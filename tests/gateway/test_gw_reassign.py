@@ -1,0 +1,215 @@
+"""Partition reassignment on a Ray cluster (ray.cluster_utils.Cluster), a node joining while data flows.
+
+Two nodes first: an RF=2 topic (``min.insync.replicas=2``) gets an idempotent ``acks=all``
+confluent-kafka producer writing without pause, and an RF=2 topic without data sits on both nodes.
+A third node joins (with its gateway). Through the gateway, kafka-python's admin client reassigns
+the written partition to the follower and the new node, dropping the leader's node
+(AlterPartitionReassignments); ListPartitionReassignments and Metadata show the union while the new
+replica is built by fetching; once it is in sync, leadership moves by the controlled move and the
+target becomes the replica set. Then ``rebalance_replicas`` (``logan-ray partitions rebalance``)
+spreads the other topic's replicas onto the new node. Checked: every acknowledged record is read back
+once at its offset, the producer saw no error, the new replica's segment files equal the leader's byte
+for byte, the removed replica's folder is gone, Metadata shows the target, each change a new epoch.
+Runs in a child process: the session's own Ray runtime stays untouched.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+from test_gw_multinode import check_history
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+SCRIPT = textwrap.dedent(
+    """
+    import glob, json, os, sys, tempfile, threading, time
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    sys.path.insert(0, %r)
+    import ray
+    from ray.cluster_utils import Cluster
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from kafka import KafkaAdminClient, TopicPartition as KTP
+    import logan_ray
+    from logan_ray.gateway import broker_id, gateway_name, start_gateways, stop_gateways
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, namespace="logan_ray")
+    out = {}
+    stop = threading.Event()
+    t_start = time.monotonic()
+    try:
+        data_dir = tempfile.mkdtemp()
+        c = logan_ray.connect(data_dir=data_dir, leader_imbalance_check_interval_seconds=3600)
+        start_gateways("127.0.0.1", 0)
+        info = c.create_topic("re", partitions=1, replication_factor=2, config={"min.insync.replicas": "2"})
+        c.create_topic("bal", partitions=2, replication_factor=2)
+        leader, follower = info["partitions"][0]["replicas"]
+
+        def describe(topic="re", p=0):
+            return c.describe_topic(topic)["partitions"][p]
+
+        def wait_for(pred, timeout=30):
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if pred():
+                    return True
+                time.sleep(0.1)
+            return False
+
+        cluster.add_node(num_cpus=1)  # a node joins
+        cluster.wait_for_nodes()
+        endpoints = start_gateways("127.0.0.1", 0)
+        third = next(n for n in endpoints if n not in (leader, follower))
+        bootstrap = ",".join(sorted(endpoints.values()))
+        out["isr_full"] = wait_for(lambda: len(describe()["isr"]) == 2)
+
+        acked, errors = [], []
+        def produce():
+            p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 2})
+            def done(e, m):
+                if e:
+                    errors.append(str(e))
+                else:
+                    acked.append([m.offset(), m.value().decode()])
+            i = 0
+            while not stop.is_set():
+                p.produce("re", b"r%%d" %% i, partition=0, on_delivery=done)
+                i += 1
+                p.poll(0.005)
+            out["unflushed"] = p.flush(60)
+        producer = threading.Thread(target=produce, daemon=True)
+        producer.start()
+        wait_for(lambda: len(acked) >= 200)
+
+        epochs = [describe()["leader_epoch"]]
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+        tp, target = KTP("re", 0), [broker_id(follower), broker_id(third)]
+        t0 = time.monotonic()
+        out["alter"] = {str(k): v for k, v in admin.alter_partition_reassignments({tp: target}).items()}
+        listed = admin.list_partition_reassignments()
+        out["listed"] = {str(k): v for k, v in listed.items()}
+        md = AdminClient({"bootstrap.servers": bootstrap}).list_topics("re", timeout=30).topics["re"].partitions[0]
+        out["metadata_during"] = sorted(md.replicas)
+        epochs.append(describe()["leader_epoch"])
+        out["done"] = wait_for(lambda: admin.list_partition_reassignments() == {}, 60)
+        out["move_s"] = round(time.monotonic() - t0, 3)
+        d = describe()
+        out["after"] = {"leader": d["node_id"], "replicas": d["replicas"], "isr": d["isr"]}
+        epochs.append(d["leader_epoch"])
+        out["epochs"] = epochs
+        before = len(acked)
+        wait_for(lambda: len(acked) >= before + 100)
+        stop.set()
+        producer.join(120)
+        out["errors"] = errors
+        out["acked"] = acked
+        md = AdminClient({"bootstrap.servers": bootstrap}).list_topics("re", timeout=30).topics["re"].partitions[0]
+        out["metadata_after"] = {"leader": md.leader, "replicas": sorted(md.replicas)}
+        out["target"] = sorted(target)
+        out["added_removed"] = [broker_id(third), broker_id(leader)]
+
+        rc = Consumer({"bootstrap.servers": bootstrap, "group.id": "re-check", "enable.auto.commit": False})
+        rc.assign([TopicPartition("re", 0, 0)])
+        read, deadline = [], time.monotonic() + 60
+        while len(read) < len(acked) and time.monotonic() < deadline:
+            m = rc.poll(1.0)
+            if m is not None and m.error() is None:
+                read.append([m.offset(), m.value().decode()])
+        rc.close()
+        out["read"] = read
+
+        # the new replica holds the leader's bytes; the removed replica's folder is gone
+        end = c.partition_offsets("re")[0][1]
+        gw_third = ray.get_actor(gateway_name(third), namespace="logan_ray")
+        wait_for(lambda: ray.get(gw_third.replica_state.remote(), timeout=10).get("re-0", {}).get("log_end") == end)
+        state = ray.get(gw_third.replica_state.remote(), timeout=10)["re-0"]
+        meta = json.load(open(os.path.join(data_dir, "cluster-metadata.json")))
+        lead_dir = meta["topics"]["re"]["leaders"]["0"]["directory"]
+        def logs(folder):
+            return {os.path.basename(f): open(f, "rb").read() for f in sorted(glob.glob(os.path.join(folder, "*.log")))}
+        out["same_bytes"] = logs(lead_dir) == logs(state["directory"]) and sum(map(len, logs(lead_dir).values())) > 0
+        out["new_replica_end"] = [state["log_end"], end]
+        old_dir = os.path.join(data_dir, "re-0")
+        out["old_folder_gone"] = wait_for(lambda: not os.path.exists(old_dir), 20)
+        out["strays_left"] = json.load(open(os.path.join(data_dir, "cluster-metadata.json")))["topics"]["re"][
+            "leaders"]["0"].get("strays")
+
+        # rebalance after the node joined: "bal" was placed on the first two nodes only
+        t0 = time.monotonic()
+        moves = c.rebalance_replicas()
+        out["rebalance"] = [[k[0], k[1], m["error_code"]] for k, m in moves.items()]
+        out["rebalance_done"] = wait_for(lambda: c.list_reassignments() == {}, 60)
+        out["rebalance_s"] = round(time.monotonic() - t0, 3)
+        load = {n: 0 for n in endpoints}
+        for t in ("re", "bal"):
+            for p in c.describe_topic(t)["partitions"]:
+                for n in p["replicas"]:
+                    load[n] += 1
+        out["load"] = sorted(load.values())
+        out["third_holds_bal"] = any(third in p["replicas"] for p in c.describe_topic("bal")["partitions"])
+        out["again"] = len(c.rebalance_replicas(dry_run=True))
+        # CreatePartitions (Kafka's, from confluent-kafka) places the new partition's replicas on distinct nodes
+        from confluent_kafka.admin import NewPartitions
+        kadmin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the future is done
+        kadmin.create_partitions([NewPartitions("bal", 3)])["bal"].result(30)
+        new = describe("bal", 2)
+        out["new_partition"] = {"replicas": new["replicas"], "in_sync": wait_for(lambda: len(describe("bal", 2)["isr"]) == 2)}
+        out["total_s"] = round(time.monotonic() - t_start, 1)
+        admin.close()
+        stop_gateways()
+        ray.get(c.router.shutdown.remote())
+    except Exception:
+        import traceback
+        out["error"] = traceback.format_exc()[-3000:]
+        raise
+    finally:
+        stop.set()
+        print(json.dumps(out), flush=True)
+        ray.shutdown()
+        cluster.shutdown()
+    """
+) % HERE
+
+
+def test_a_partition_moves_to_a_joined_node_while_acks_all_records_flow():
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, errors="replace", timeout=300)
+    result = json.loads(next((ln for ln in reversed(out.stdout.splitlines()) if ln.startswith("{")), "{}"))
+    assert "error" not in result, result["error"]
+    assert out.returncode == 0, out.stderr[-3000:]
+    print("figures:", json.dumps({k: result.get(k) for k in ("move_s", "rebalance_s", "total_s", "epochs", "listed",
+                                                              "metadata_during", "after", "load", "rebalance")})
+          + f" acked={len(result['acked'])}")
+    assert result["isr_full"]
+    assert list(result["alter"].values()) == [None]  # accepted
+    target = result["target"]
+    listed = list(result["listed"].values())
+    if listed:  # the new replica was still being built (it usually is: it starts empty)
+        (r,) = listed
+        added, removed = result["added_removed"]
+        assert r["adding_replicas"] == [added] and r["removing_replicas"] == [removed]
+        assert sorted(r["replicas"]) == sorted(target + [removed])
+        assert len(result["metadata_during"]) == 3  # Metadata shows the union during the move
+    assert result["done"]
+    after = result["after"]
+    assert len(after["replicas"]) == 2 and sorted(after["isr"]) == sorted(after["replicas"])
+    assert result["metadata_after"]["replicas"] == target and result["metadata_after"]["leader"] in target
+    epochs = result["epochs"]
+    assert epochs[0] < epochs[1] < epochs[2]  # a new epoch at the start and at the end (and the leader move)
+    assert result["unflushed"] == 0 and result["errors"] == []
+    assert check_history(result["acked"], result["read"]) == []
+    assert len(result["read"]) == len(result["acked"])
+    assert result["same_bytes"], result["new_replica_end"]
+    assert result["old_folder_gone"] and not result["strays_left"]
+    assert result["rebalance"] and all(code == 0 for _t, _p, code in result["rebalance"])
+    assert result["rebalance_done"] and result["third_holds_bal"], (result["rebalance"], result["load"])
+    assert result["load"][-1] - result["load"][0] <= 1, result["load"]
+    assert result["again"] == 0  # balanced now
+    new = result["new_partition"]
+    assert len(new["replicas"]) == 2 == len(set(new["replicas"])) and new["in_sync"]  # its follower fetches
