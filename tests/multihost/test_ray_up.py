@@ -1,4 +1,4 @@
-"""`ray up cluster.yaml` end to end on three namespace hosts, then the loss and return of one host.
+"""`ray up cluster.yaml` end to end on three namespace hosts, a network cut, then the loss and return of one host.
 
 The test fills a copy of the top-level cluster.yaml with the bed's hosts and key and runs
 the Ray cluster launcher for real: ssh, file_mounts (this clone and the Ray token) over
@@ -11,6 +11,8 @@ this machine's file system, where logan-ray is installed; the real command would
 scripts/setup.sh), the data dir is the bed's per-host disk, no HTTP console (seconds of
 Ray Serve start-up), a small object store, and faster failure detection (Ray's health
 checks, the raylets' wait for a gone head) so the test fits its time budget.
+The network cut of a replicated partition's leader host (issue 17's fault tests) runs on this
+same cluster, between the consumer group and the host loss: tests/multihost/network_cut.py.
 """
 from __future__ import annotations
 
