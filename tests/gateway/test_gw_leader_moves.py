@@ -20,7 +20,8 @@ import textwrap
 
 import pytest
 
-from test_gw_multinode import check_history
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tooling"))
+from history_checks import check_history  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

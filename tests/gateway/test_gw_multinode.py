@@ -15,6 +15,9 @@ import sys
 import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tooling"))
+
+from history_checks import check_history  # noqa: E402
 
 SCRIPT = textwrap.dedent(
     """
@@ -176,25 +179,6 @@ SCRIPT = textwrap.dedent(
         cluster.shutdown()
     """
 ) % HERE
-
-
-def check_history(acked: list[list], read: list[list]) -> list[str]:
-    """What is wrong with one partition's history: ``acked`` [offset, value] of every acknowledged
-    record, ``read`` [offset, value] as a consumer read the partition from its start. Every acknowledged
-    record must be read at its offset with its bytes, no offset or value twice, no gap in the offsets
-    (this log has no compaction or transaction markers, so it reports none)."""
-    problems = []
-    at: dict[int, str] = {}
-    for offset, value in read:
-        if offset in at:
-            problems.append(f"offset {offset} read twice")
-        at[offset] = value
-    values = list(at.values())
-    problems += [f"value {v} at two offsets" for v in sorted(set(values)) if values.count(v) > 1]
-    if at and sorted(at) != list(range(min(at), max(at) + 1)):
-        problems.append(f"gaps in offsets {min(at)}..{max(at)}: {len(at)} records")
-    problems += [f"acknowledged {v} at {o}, read {at.get(o)!r}" for o, v in acked if at.get(o) != v]
-    return problems
 
 
 def test_each_node_serves_its_partitions_and_redirects_the_rest():

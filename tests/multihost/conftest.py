@@ -17,11 +17,28 @@ sys.path.insert(0, os.path.join(REPO, "tests", "tooling"))
 from netns_hosts import TestBed  # noqa: E402
 
 
-def host_env() -> dict[str, str]:
-    """What every host's sessions get: this Python's scripts (ray, logan-ray) first on PATH, and this
-    clone on PYTHONPATH: "logan-ray is installed on every host" (the hosts share this file system)."""
-    return {"PATH": f"{os.path.dirname(sys.executable)}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+def host_env(bin_dir: str) -> dict[str, str]:
+    """What every host's sessions get: ``bin_dir`` (this Python's ``ray``, see ``python_scripts``) and this
+    Python's scripts (logan-ray) first on PATH, and this clone on PYTHONPATH: "logan-ray is installed on
+    every host" (the hosts share this file system)."""
+    return {"PATH": f"{bin_dir}:{os.path.dirname(sys.executable)}:/usr/local/sbin:/usr/local/bin:/usr/sbin:"
+                    "/usr/bin:/sbin:/bin",
             "PYTHONPATH": REPO}
+
+
+def python_scripts(bin_dir: str) -> None:
+    """A ``ray`` command that runs this very Python (``sys.executable``).
+
+    Why: a virtualenv that sees Ray through its base interpreter's site-packages has no ``ray``
+    script of its own, so PATH found the base interpreter's; Ray then started every worker (router,
+    gateways, partitions) with that interpreter, which imports logan_ray's subpackages from whatever
+    checkout is installed there, not from this clone. Ray workers run ``sys.executable`` of ``ray start``.
+    """
+    os.makedirs(bin_dir, exist_ok=True)
+    path = os.path.join(bin_dir, "ray")
+    with open(path, "w") as f:
+        f.write(f"#!{sys.executable}\nimport sys\nfrom ray.scripts.scripts import main\nsys.exit(main())\n")
+    os.chmod(path, 0o755)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -61,9 +78,13 @@ def make_bed():
     beds = []
 
     def build(n: int = 3) -> TestBed:
-        bed = TestBed(n, env=host_env())
+        bed = TestBed(n)
+        bin_dir = os.path.join(bed.base, "bin")  # removed with the bed
+        bed.env = host_env(bin_dir)
         beds.append(bed)
-        return bed.up()
+        bed.up()
+        python_scripts(bin_dir)  # after up(): it starts by removing whatever is under its base
+        return bed
 
     try:
         yield build

@@ -1,4 +1,4 @@
-"""`ray up cluster.yaml` end to end on three namespace hosts, then the loss and return of one host.
+"""`ray up cluster.yaml` end to end on three namespace hosts, a network cut, then the loss and return of one host.
 
 The test fills a copy of the top-level cluster.yaml with the bed's hosts and key and runs
 the Ray cluster launcher for real: ssh, file_mounts (this clone and the Ray token) over
@@ -11,6 +11,8 @@ this machine's file system, where logan-ray is installed; the real command would
 scripts/setup.sh), the data dir is the bed's per-host disk, no HTTP console (seconds of
 Ray Serve start-up), a small object store, and faster failure detection (Ray's health
 checks, the raylets' wait for a gone head) so the test fits its time budget.
+The network cut of a replicated partition's leader host (issue 17's fault tests) runs on this
+same cluster, between the consumer group and the host loss: tests/multihost/network_cut.py.
 """
 from __future__ import annotations
 
@@ -30,7 +32,9 @@ import yaml
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from history_checks import check_history
 from netns_hosts import INIT_MARK, TestBed
+from network_cut import LEASE_S, SESSION_S, cut_a_leader
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -190,22 +194,66 @@ def group_offsets(bootstrap: str, group: str) -> dict[int, int]:
     return {tp.partition: tp.offset for tp in fut.result(10).topic_partitions if tp.topic == TOPIC}
 
 
+def command_lines(h) -> list[str]:
+    """The command line of every process of a host."""
+    out = []
+    for pid in h.pids():
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                out.append(f.read().replace(b"\0", b" ").decode(errors="replace").strip())
+        except OSError:
+            continue
+    return out
+
+
 def bed_processes(bed: TestBed) -> dict[str, list[str]]:
     """What runs on each host besides its init and sshd."""
     out = {}
     for h in bed.hosts:
-        left = []
-        for pid in h.pids():
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-            except OSError:
-                continue
-            if INIT_MARK in cmd or cmd.startswith("sshd: /usr/sbin/sshd") or not cmd:
-                continue
-            left.append(cmd[:120])
-        out[h.name] = left
+        out[h.name] = [cmd[:120] for cmd in command_lines(h)
+                       if cmd and INIT_MARK not in cmd and not cmd.startswith("sshd: /usr/sbin/sshd")]
     return out
+
+
+def check_network_cut(r: dict) -> None:
+    """What network_cut.cut_a_leader saw (times in seconds from the cut)."""
+    summary = {k: v for k, v in r.items() if k not in ("acked", "read", "hws")}
+    # a follower of the ISR leads in a higher epoch, while the cut lasted, longer than the session
+    assert r["elected"] is not None, summary
+    elected_s, new_host, epoch = r["elected"]
+    assert new_host != r["host"] and epoch > r["epoch_before"], summary
+    assert r["after"]["node_id"] in r["before"]["isr"] and r["after"]["node_id"] != r["before"]["node_id"], summary
+    assert r["after"]["leader_epoch"] > r["before"]["leader_epoch"], summary
+    assert r["cut_s"] > SESSION_S, summary
+    assert r["unavailable_s"] is not None and r["unavailable_s"] < 20, summary
+    # the cut leader, produced to from its own host: acks=1 is taken while its lease runs (the records
+    # its followers never got: its log diverges), never once a new leader may exist; acks=all never
+    one, every = r["probe"]["one"], r["probe"]["all"]
+    assert every and all(code != 0 for _s, _a, code, _o, _v in every), summary
+    assert any(code == 0 for _s, _a, code, _o, _v in one), summary
+    assert all(sent < LEASE_S for sent, _a, code, _o, _v in one if code == 0), summary
+    late = [code for sent, _a, code, _o, _v in one if sent >= LEASE_S]
+    assert late and set(late) == {6}, summary  # NOT_LEADER_OR_FOLLOWER once the lease may have ended
+    # back: the same Ray node follows in the folder it led in, cut back to the new leader's log (the
+    # acks=1 records are gone), caught up (its segment files are the new leader's, byte for byte), in the ISR
+    assert r["after_ok"] and r["cut_node_alive_in_ray"], summary
+    assert r["follower"]["directory"] == r["follower_dir"], summary
+    assert r["same_bytes"] == [True] and not r["zombie_bytes_left"], summary
+    # the clients: every acknowledged record read back once at its offset, the high watermark never back
+    assert r["errors"] == [] and r["unflushed"] == 0 and r["read_errors"] == [], summary
+    assert len(r["acked"]) > 100, summary
+    assert check_history(r["acked"], r["read"]) == [], summary
+    assert not any(v.startswith("zombie") for _o, v in r["read"]), summary
+    assert r["hws"] == sorted(r["hws"]), summary
+    ones = [a for _s, a, code, _o, _v in one if code == 0]
+    print(f"\nnetwork cut of {r['host']}, leader of partition {r['partition']} (epoch {r['epoch_before']}): "
+          f"{len(ones)} acks=1 produce on the host itself acknowledged until {max(ones):.2f} s, then "
+          f"{len(late)} refused; {len(every)} acks=all there never (codes {sorted({c for _s, _a, c, _o, _v in every})}); "
+          f"{r['elected'][1]} elected in epoch {r['elected'][2]} at {elected_s:.1f} s; first acks=all record "
+          f"acknowledged {r['unavailable_s']:.1f} s after the cut; link back at {r['back_at_s']:.1f} s, in the ISR "
+          f"again at {r['rejoined_s']:.1f} s; {len(r['acked'])} acknowledged, {len(r['read'])} read, "
+          f"high watermarks seen {r['hws'][0] if r['hws'] else None}..{r['hws'][-1] if r['hws'] else None}",
+          file=sys.stderr)
 
 
 def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, tmp_path):
@@ -229,6 +277,9 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
             addrs = {a for a, _ in bed.listeners(h)}
             assert addrs <= {h.ip, "127.0.0.1", "*", "0.0.0.0", f"::ffff:{h.ip}", "::ffff:127.0.0.1"}, addrs
             assert (h.ip, PORT) in bed.listeners(h)
+            # Ray starts its workers (router, gateways, partitions) with this Python, which imports this clone
+            raylets = [c for c in command_lines(h) if "/raylet " in c.split("--", 1)[0] + " "]
+            assert raylets and all(f"--python_worker_command={sys.executable} " in c for c in raylets), raylets
 
         # Ray token auth is on across the cluster: the shared token opens it, another one does not
         gcs = f"{h1.ip}:6379"
@@ -279,6 +330,10 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
         rows = [[c.strip() for c in line.split("│")] for line in status.splitlines() if f" {TOPIC} " in line]
         assert len(rows) == PARTITIONS, status
         assert {int(r[2]): int(r[5]) for r in rows} == ends
+
+        # ---- a network cut of a replicated partition's leader host (tests/multihost/network_cut.py)
+        cut = cut_a_leader(bed, tmp_path, PORT)
+        check_network_cut(cut)
 
         # ---- host loss: every process of h3 SIGKILLed
         lost = sorted(p for p, owner in lead.items() if owner == "h3")
@@ -333,8 +388,11 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
             wait_for("nothing left running on the hosts", nothing_left, 60, 2)
         except AssertionError:
             raise AssertionError(f"left running after ray down: {left}") from None
-        print(f"\nray up -> 3 gateways: {up_s:.0f} s; host loss seen after {detect_s:.0f} s; "
-              f"back after {return_s:.0f} s", file=sys.stderr)
+        print(f"\nray up -> 3 gateways: {up_s:.0f} s; network cut of {cut['host']} (leader of "
+              f"{cut['partition']}) for {cut['cut_s']:.1f} s: new leader after {cut['elected'][0]:.1f} s, "
+              f"first acks=all produce after {cut['unavailable_s']:.1f} s, back in the ISR "
+              f"{cut['rejoined_s'] - cut['back_at_s']:.1f} s after the link returned, scenario {cut['total_s']:.0f} s; "
+              f"host loss seen after {detect_s:.0f} s; back after {return_s:.0f} s", file=sys.stderr)
     finally:
         state_files += set(glob.glob(os.path.join(tempfile.gettempdir(), "ray-config-*"))) - caches_before
         for path in state_files:
