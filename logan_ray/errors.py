@@ -22,6 +22,7 @@ from logan_ray.common.errors import (  # noqa: F401  (re-exported)
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NonEmptyGroupError,
+    NotCoordinatorError,
     NotRunningError,
     PartitionHibernatedError,
     RebalanceInProgressError,

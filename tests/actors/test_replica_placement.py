@@ -54,3 +54,11 @@ def test_election_takes_the_isr_in_replica_order_and_unclean_only_when_enabled()
     # unclean is never used while an in-sync replica is alive
     assert rp.election_candidates(replicas, ["n1", "n3"], "n1", alive, unclean=True) == (["n3"], False)
     assert rp.election_candidates(replicas, ["n1"], "n1", ["n4"], unclean=True) == ([], True)
+
+
+def test_consumer_offsets_factor_is_offsets_topic_replication_factor_capped_at_the_alive_nodes():
+    assert rp.DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR == 3  # Kafka's offsets.topic.replication.factor
+    assert rp.internal_topic_factor(None, 1) == 1  # one node: not replicated, as before
+    assert rp.internal_topic_factor(None, 2) == 2
+    assert rp.internal_topic_factor(None, 5) == 3
+    assert rp.internal_topic_factor(5, 4) == 4 and rp.internal_topic_factor(1, 3) == 1
