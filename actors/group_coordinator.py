@@ -173,10 +173,12 @@ class GroupCoordinatorActor:
             return
         started = time.perf_counter()
         router = await self._router()
-        ranges = await router.offsets.remote(OFFSETS_TOPIC) if route["partitions"][part][0] is None else {}
+        closed = None  # an inactive partition's offsets, read from its folder without starting it
+        if route["partitions"][part][0] is None:
+            closed = (await router.closed_stats.remote([(OFFSETS_TOPIC, part)])).get((OFFSETS_TOPIC, part))
         handle = None
         n = 0
-        if part not in ranges or ranges[part][0] < ranges[part][1]:  # an empty, inactive partition stays so
+        if closed is None or closed["log_start_offset"] < closed["log_end_offset"]:  # an empty one stays closed
             handle = await router.activate.remote(OFFSETS_TOPIC, part)
             n = await self._replay(part, handle)
         gids = self._groups_of(part)
@@ -196,10 +198,12 @@ class GroupCoordinatorActor:
                  (time.perf_counter() - started) * 1e3)
 
     async def _replay(self, part: int, handle: Any) -> int:
-        start, end = await handle.offsets.remote()
-        pos, n = start, 0
+        """Apply the partition from its log start to its log end (not the high watermark: see
+        ``PartitionActor.fetch_to_log_end``); returns the records applied."""
+        pos, n = (await handle.offsets.remote())[0], 0
+        end = pos + 1
         while pos < end:
-            data, _hw, log_start = await handle.fetch.remote(pos, REPLAY_CHUNK)
+            data, end, log_start = await handle.fetch_to_log_end.remote(pos, REPLAY_CHUNK)
             if not data:
                 if log_start > pos:
                     pos = log_start

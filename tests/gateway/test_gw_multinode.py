@@ -127,13 +127,50 @@ SCRIPT = textwrap.dedent(
             stats[broker_id(node)] = s["channel_calls"]
         out["channel_calls"] = stats
 
+        # Consumer groups fail over with __consumer_offsets (replicated: RF=3 on three nodes). A group
+        # whose offsets partition the victim leads (so its coordinator lives there) commits
+        # synchronously while it reads; the victim dies below; FindCoordinator then names another
+        # node, whose coordinator replayed the partition: the commits are all there and the group
+        # goes on from them.
+        from logan_ray.actors.group_coordinator import coordinator_on
+        from logan_ray.groups.offsets_log import partition_for_group
+        offsets_parts = c.describe_topic("__consumer_offsets")["partitions"]
+        group = next(g for g in ("failover-%%d" %% i for i in range(1000))
+                     if offsets_parts[partition_for_group(g, len(offsets_parts))]["node_id"] == victim)
+        gp = partition_for_group(group, len(offsets_parts))
+        deadline = time.monotonic() + 30
+        while len(c.describe_topic("__consumer_offsets")["partitions"][gp]["isr"]) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        described = c.describe_topic("__consumer_offsets")
+        out["offsets_topic"] = [described["replication_factor"], len(described["partitions"][gp]["isr"])]
+        def find_coordinator():
+            with Wire(safe) as w:
+                r = w.call(10, 4, {"key_type": 0, "coordinator_keys": [group]})["coordinators"][0]
+            return [r["error_code"], r["node_id"]]
+        out["coordinator_before"] = find_coordinator() + [broker_id(victim)]
+        gc = Consumer({"bootstrap.servers": safe, "group.id": group, "auto.offset.reset": "earliest",
+                       "enable.auto.commit": False})
+        gc.subscribe(["rep"])
+        commits, n, deadline = [], 0, time.monotonic() + 60
+        while n < 100 and time.monotonic() < deadline:
+            m = gc.poll(0.5)
+            if m is None or m.error() is not None or m.partition() != vp:
+                continue
+            n += 1
+            if n %% 10 == 0:  # synchronous: answered once on every ISR member of the offsets partition
+                gc.commit(offsets=[TopicPartition("rep", vp, m.offset() + 1)], asynchronous=False)
+                commits.append(m.offset() + 1)
+        out["group_commits"] = commits
+
         # Failover: SIGKILL every process of the leader's node (its raylet, workers, gateway, partition
         # actor). The router elects a follower from the ISR with a new epoch; the same idempotent
         # acks=all producer goes on, and every acknowledged record is read back at its offset.
         before_epoch = c.describe_topic("rep")["partitions"][vp]["leader_epoch"]
         node = next(n for n in cluster.list_all_nodes() if n.node_id == victim)
         pids = [ray.get(ray.get_actor(gateway_name(victim), namespace="logan_ray").stats.remote())["pid"],
-                ray.get(c.partition_actor("rep", vp).pid.remote())]
+                ray.get(c.partition_actor("rep", vp).pid.remote()),
+                ray.get(coordinator_on(victim).pid.remote()),
+                ray.get(c.partition_actor("__consumer_offsets", gp).pid.remote())]
         t0 = time.monotonic()
         cluster.remove_node(node, allow_graceful=False)  # SIGKILL of the node's raylet and Ray processes
         import signal
@@ -159,6 +196,36 @@ SCRIPT = textwrap.dedent(
                           victim not in after["isr"]]
         out["rep_errors"] = rerrors
         out["acked"] = acked
+        moved, deadline = None, time.monotonic() + 60
+        while time.monotonic() < deadline:
+            moved = find_coordinator()
+            if moved[0] == 0 and moved[1] != broker_id(victim):
+                break
+            time.sleep(0.1)
+        out["coordinator_moved_s"] = time.monotonic() - t0
+        out["coordinator_after"] = moved + [broker_id(c.describe_topic("__consumer_offsets")["partitions"][gp]["node_id"])]
+        got = gc.committed([TopicPartition("rep", vp)], timeout=30)
+        out["committed_after"] = got[0].offset
+        after_kill, deadline = [], time.monotonic() + 60  # the same member reads on, and commits there
+        while len(after_kill) < 150 and time.monotonic() < deadline:
+            m = gc.poll(0.5)
+            if m is not None and m.error() is None and m.partition() == vp:
+                after_kill.append(m.offset())
+        gc.commit(offsets=[TopicPartition("rep", vp, after_kill[-1] + 1)], asynchronous=False)
+        gc.close()
+        out["after_kill"] = [after_kill[0], after_kill[-1], len(after_kill)]
+        gc2 = Consumer({"bootstrap.servers": safe, "group.id": group, "auto.offset.reset": "earliest",
+                        "enable.auto.commit": False})
+        gc2.subscribe(["rep"])  # a new member starts from the last commit
+        resumed, deadline = [], time.monotonic() + 60
+        while len(resumed) < 50 and time.monotonic() < deadline:
+            m = gc2.poll(0.5)
+            if m is not None and m.error() is None and m.partition() == vp:
+                resumed.append(m.offset())
+        gc2.close()
+        out["resumed"] = [resumed[0] if resumed else None, len(resumed)]
+        out["coordinators"] = {broker_id(n): ray.get(coordinator_on(n).stats.remote())["owned"]
+                               for n in endpoints if n != victim}
         rc = Consumer({"bootstrap.servers": safe, "group.id": "rep-check", "enable.auto.commit": False})
         rc.assign([TopicPartition("rep", vp, 0)])
         read, deadline = [], time.monotonic() + 60
@@ -224,3 +291,14 @@ def test_each_node_serves_its_partitions_and_redirects_the_rest():
             assert hinted == leader
             assert endpoints == [[leader, gateways[leader]]]
     assert all(calls > 0 for calls in result["channel_calls"].values())  # each served its own partition
+    # the group coordinator fails over with its __consumer_offsets partition
+    assert result["offsets_topic"] == [3, 3]  # replicated on all three nodes, every replica in sync
+    code, before, victim = result["coordinator_before"]
+    assert code == 0 and before == victim  # the coordinator lived on the node killed
+    code, after, new_leader = result["coordinator_after"]
+    assert code == 0 and after != victim and after == new_leader  # the gateway of the partition's new leader
+    assert result["group_commits"] == list(range(10, 101, 10))
+    assert result["committed_after"] == 100  # every commit acknowledged before the kill is still there
+    assert result["after_kill"] == [100, 249, 150]  # the group went on from there, nothing read again
+    assert result["resumed"] == [250, 50]  # a new member starts at the commit made at the new coordinator
+    print({k: v for k, v in result.items() if k.endswith("_s")})
