@@ -225,6 +225,24 @@ SCRIPT = textwrap.dedent(
                 resumed.append(m.offset())
         gc2.close()
         out["resumed"] = [resumed[0] if resumed else None, len(resumed)]
+        # A controlled move of the partition (what a drain or ElectLeaders does): the old node's
+        # coordinator gives the group up (NOT_COORDINATOR), the new leader's answers with the commit.
+        def offset_fetch(endpoint):
+            with Wire(endpoint) as w:
+                r = w.call(9, 5, {"group_id": group, "topics": [{"name": "rep", "partition_indexes": [vp]}]})
+            return [r["error_code"], r["topics"][0]["partitions"][0]["committed_offset"] if r["topics"] else None]
+        now = c.describe_topic("__consumer_offsets")["partitions"][gp]
+        target = next((n for n in now["isr"] if n != now["node_id"]), None)
+        out["move_code"] = ray.get(c.router.move_leader.remote("__consumer_offsets", gp, target), timeout=60) \
+            if target else "no in-sync follower"
+        old_answer, deadline = None, time.monotonic() + 10
+        while time.monotonic() < deadline:
+            old_answer = offset_fetch(endpoints[now["node_id"]])
+            if old_answer[0] != 0:
+                break
+            time.sleep(0.1)
+        out["moved"] = [old_answer, find_coordinator()[1] == broker_id(target) if target else None,
+                        offset_fetch(endpoints[target]) if target else None]
         out["coordinators"] = {broker_id(n): ray.get(coordinator_on(n).stats.remote())["owned"]
                                for n in endpoints if n != victim}
         rc = Consumer({"bootstrap.servers": safe, "group.id": "rep-check", "enable.auto.commit": False})
@@ -304,4 +322,8 @@ def test_each_node_serves_its_partitions_and_redirects_the_rest():
     assert first == lowest == 100 and complete  # the group went on from there, nothing before it read again
     print("records read twice after the failover:", n - 150)
     assert result["resumed"] == [250, 50]  # a new member starts at the commit made at the new coordinator
+    assert result["move_code"] == 0  # a controlled move of the group's offsets partition
+    old_answer, found_new, new_answer = result["moved"]
+    assert old_answer == [16, -1]  # the old coordinator: NOT_COORDINATOR
+    assert found_new and new_answer == [0, 250]  # the new leader's coordinator has the commit
     print({k: v for k, v in result.items() if k.endswith("_s")})
