@@ -225,8 +225,8 @@ class GroupCoordinatorActor:
         ``group.initial.rebalance.delay.ms`` for a new group anyway), so neither its first metadata
         write nor its first commit, made while its members' traffic flows, waits for a process."""
         epoch = self._owned.get(part)
-        if epoch is not None and part not in self._handles:
-            self._background([asyncio.get_running_loop().create_task(self._leader_handle(part, epoch))])
+        if epoch is not None:  # asks the router each time: a handle kept here may be of a hibernated actor
+            self._background([asyncio.get_running_loop().create_task(self._leader_handle(part, epoch, fresh=True))])
 
     def _give_up(self, part: int, why: str) -> None:
         """Another node (or a later epoch) leads ``part``: drop its groups; their clients get NOT_COORDINATOR."""
@@ -323,9 +323,10 @@ class GroupCoordinatorActor:
             self._writers[part] = asyncio.get_running_loop().create_task(self._write(part))
         return fut
 
-    async def _leader_handle(self, part: int, epoch: int) -> Any:
-        """The actor of the partition while this node leads it in ``epoch`` (started if inactive)."""
-        handle = self._handles.get(part)
+    async def _leader_handle(self, part: int, epoch: int, fresh: bool = False) -> Any:
+        """The actor of the partition while this node leads it in ``epoch`` (started if inactive;
+        ``fresh``: asked of the router even when one is known)."""
+        handle = None if fresh else self._handles.get(part)
         if handle is None:
             handle = await (await self._router()).activate.remote(OFFSETS_TOPIC, part)
             if self._owned.get(part) != epoch:
