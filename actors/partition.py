@@ -473,6 +473,16 @@ class PartitionActor:
         return data, hw, self._log.log_start_offset
 
     @in_use
+    async def fetch_to_log_end(self, offset: int, max_bytes: int = 1 << 20) -> tuple[bytes, int, int]:
+        """(batch bytes from ``offset``, log end offset, log start offset), past the high watermark.
+
+        For the group coordinator's replay of ``__consumer_offsets``, which, like Kafka's
+        (``FetchIsolation.LOG_END``), reads all this leader holds: a new leader's high watermark
+        may trail its log for a moment after a failover, and an acknowledged commit must not be
+        missed. A leader never cuts its own log; if another leader is elected, it is replayed again."""
+        return self._log.read(offset, max_bytes), self._log.log_end_offset, self._log.log_start_offset
+
+    @in_use
     async def read_records(self, offset: int, max_bytes: int = 1 << 20) -> list:
         """Decoded records from ``offset`` (convenience for Python callers and tests)."""
         return self._log.read_records(offset, max_bytes)

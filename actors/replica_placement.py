@@ -88,6 +88,17 @@ def assign_replicas(leader_record: dict[str, Any], leader: dict[str, str], facto
     leader_record["isr"] = [leader["node_id"]]
 
 
+#: Kafka's ``offsets.topic.replication.factor`` default
+DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR = 3
+
+
+def internal_topic_factor(configured: int | None, alive_nodes: int) -> int:
+    """Replicas of ``__consumer_offsets`` when the broker creates it: ``offsets.topic.replication.factor``
+    capped at the alive nodes (Kafka would wait for enough brokers; a one-node logan-ray must
+    still have groups), at least 1."""
+    return max(1, min(configured or DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR, alive_nodes))
+
+
 def replicas_of(t: dict[str, Any], partition: int) -> list[str]:
     """Node ids of a partition's replicas, leader first."""
     rec = t.get("leaders", {}).get(str(partition), {})

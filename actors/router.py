@@ -86,7 +86,8 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
                  leader_imbalance_check_interval_seconds: int | None = None,
                  leader_imbalance_per_broker_percentage: int | None = None,
                  producer_id_expiration_ms: int | None = None,
-                 producer_id_expiration_check_interval_ms: int | None = None) -> None:
+                 producer_id_expiration_check_interval_ms: int | None = None,
+                 offsets_topic_replication_factor: int | None = None) -> None:
         self.data_dir = os.path.abspath(os.path.expanduser(data_dir))
         os.makedirs(self.data_dir, exist_ok=True)
         self._dir_lock = DataDirLock(self.data_dir).acquire(wait_s=LOCK_WAIT_S)
@@ -94,6 +95,9 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         self.auto_create_topics = auto_create_topics
         self.num_partitions = num_partitions
         self.default_replication_factor = default_replication_factor or 1
+        #: Kafka's offsets.topic.replication.factor: replicas of __consumer_offsets (at most the alive nodes)
+        self.offsets_topic_replication_factor = (offsets_topic_replication_factor
+                                                 or replica_placement.DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR)
         #: Kafka's replica.lag.time.max.ms: a follower not caught up this long leaves the ISR
         self.replica_lag_time_max_ms = replica_lag_time_max_ms or DEFAULT_REPLICA_LAG_TIME_MAX_MS
         #: Kafka's broker.session.timeout.ms / broker.heartbeat.interval.ms (actors/broker_lease.py)
@@ -176,12 +180,18 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
 
     def _add_internal_topics(self) -> bool:
         """Create ``__consumer_offsets`` with the broker, not when the first group asks for it:
-        starting its partitions takes seconds of CPU that would otherwise stall live traffic."""
+        starting its partitions takes seconds of CPU that would otherwise stall live traffic.
+        On several nodes it is replicated like a user topic (``offsets.topic.replication.factor``,
+        at most the alive nodes): commits are acks=all, so on every ISR member before answered."""
         from .group_coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG
 
         if OFFSETS_TOPIC in self._meta["topics"]:
             return False
-        self._meta["topics"][OFFSETS_TOPIC] = self._new_topic(OFFSETS_PARTITIONS, dict(OFFSETS_TOPIC_CONFIG))
+        t = self._meta["topics"][OFFSETS_TOPIC] = self._new_topic(OFFSETS_PARTITIONS, dict(OFFSETS_TOPIC_CONFIG))
+        factor = replica_placement.internal_topic_factor(self.offsets_topic_replication_factor, len(self._alive))
+        if factor > 1:
+            t["replication_factor"] = factor
+            self._place_new(OFFSETS_TOPIC, t, range(OFFSETS_PARTITIONS))
         return True
 
     def _save(self) -> None:
@@ -702,6 +712,7 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         return {"data_dir": self.data_dir, "auto_create_topics": self.auto_create_topics,
                 "num_partitions": self.num_partitions, "default_replication_factor": self.default_replication_factor,
                 "replica_lag_time_max_ms": self.replica_lag_time_max_ms,
+                "offsets_topic_replication_factor": self.offsets_topic_replication_factor,
                 "broker_session_timeout_ms": self.broker_session_timeout_ms,
                 "broker_heartbeat_interval_ms": self.broker_heartbeat_interval_ms,
                 "auto_leader_rebalance_enable": self.auto_leader_rebalance_enable,

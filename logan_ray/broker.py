@@ -130,6 +130,8 @@ class Broker:
                                             num_partitions=settings.get("num.partitions"),
                                             default_replication_factor=settings.get("default.replication.factor"),
                                             replica_lag_time_max_ms=settings.get("replica.lag.time.max.ms"),
+                                            offsets_topic_replication_factor=settings.get(
+                                                "offsets.topic.replication.factor"),
                                             broker_session_timeout_ms=settings.get("broker.session.timeout.ms"),
                                             broker_heartbeat_interval_ms=settings.get("broker.heartbeat.interval.ms"),
                                             auto_leader_rebalance_enable=settings.get("auto.leader.rebalance.enable"),

@@ -147,6 +147,9 @@ _SETTINGS: dict[str, _Setting] = {
                                            "replicas of topics created without a replication factor"),
     "replica.lag.time.max.ms": _Setting(_int_range(1, LONG_MAX), "30000",
                                         "a follower not caught up with its leader this long leaves the ISR"),
+    "offsets.topic.replication.factor": _Setting(_int_range(1, 32767), "3",
+                                                 "replicas of __consumer_offsets when the broker creates it "
+                                                 "(at most the alive nodes)"),
     # broker sessions (KRaft's names; shorter defaults than Kafka's 2000/9000 for a failover <= 5 s)
     "broker.heartbeat.interval.ms": _Setting(_int_range(1, INT_MAX), "500",
                                              "how often each node's gateway heartbeats the router (the controller)"),
@@ -216,7 +219,7 @@ STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 4, 5
 #: given) as sensitive, without a value (KafkaConfig.maybeSensitive).
 KAFKA_TYPES: dict[str, int | None] = {
     "auto.create.topics.enable": BOOLEAN, "num.partitions": INT, "default.replication.factor": INT,
-    "replica.lag.time.max.ms": LONG, "broker.heartbeat.interval.ms": INT, "broker.session.timeout.ms": INT,
+    "replica.lag.time.max.ms": LONG, "offsets.topic.replication.factor": INT, "broker.heartbeat.interval.ms": INT, "broker.session.timeout.ms": INT,
     "auto.leader.rebalance.enable": BOOLEAN, "leader.imbalance.check.interval.seconds": LONG,
     "leader.imbalance.per.broker.percentage": INT, "log.dirs": STRING, "log.dir": STRING,
     "listeners": STRING, "advertised.listeners": STRING, "listener.security.protocol.map": STRING,

@@ -24,6 +24,7 @@ from logan_ray.common.errors import (  # noqa: F401  (re-exported)
     NotEnoughReplicasError,
     NoReassignmentInProgressError,
     NonEmptyGroupError,
+    NotCoordinatorError,
     NotRunningError,
     PartitionHibernatedError,
     RebalanceInProgressError,

@@ -26,8 +26,12 @@ class GroupAdmin:
         return group_coordinator(group_id)
 
     def list(self) -> list[dict[str, Any]]:
-        """[{group_id, protocol_type, group_state, group_type}] sorted by group id."""
-        return get(self._coord().list_groups.remote({}))["groups"]
+        """[{group_id, protocol_type, group_state, group_type}] sorted by group id, from every node's
+        coordinator (each holds the groups of the __consumer_offsets partitions its node leads)."""
+        from logan_ray.actors.group_coordinator import coordinator_nodes, coordinator_on
+
+        answers = get([coordinator_on(n).list_groups.remote({}) for n in coordinator_nodes()])
+        return sorted((g for a in answers for g in a["groups"]), key=lambda g: g["group_id"])
 
     def describe(self, group_id: str) -> dict[str, Any]:
         """State, generation, protocol, members (with decoded assignments) and per-partition lag."""

@@ -65,8 +65,6 @@ class GroupMember:
                  instance_id: str | None = None, session_timeout_ms: int = 45000, rebalance_timeout_ms: int = 300000,
                  heartbeat_interval_ms: int = 3000, assignors: Sequence[str] = ("range",),
                  metadata_refresh_ms: int = 5000, retry_backoff_ms: int = 100) -> None:
-        from logan_ray.actors.group_coordinator import group_coordinator
-
         unknown = [a for a in assignors if a not in ASSIGNORS]
         if unknown or not assignors:
             raise ValueError(f"partition_assignment_strategy must be among {sorted(ASSIGNORS)}, got {list(assignors)}")
@@ -82,7 +80,7 @@ class GroupMember:
         self.assignors = list(assignors)
         self.metadata_refresh_s = metadata_refresh_ms / 1000.0
         self.retry_backoff_s = retry_backoff_ms / 1000.0
-        self._coord = group_coordinator(group_id)
+        self._coord_handle: Any = None  # the coordinator of the group, found again after it failed or moved
         self._host = "/" + _node_ip()
         self._lock = threading.RLock()
         self.member_id = ""
@@ -101,6 +99,20 @@ class GroupMember:
         self._thread = threading.Thread(target=self._heartbeat_loop, name=f"logan-ray-heartbeat-{group_id}",
                                         daemon=True)
         self._thread.start()
+
+    @property
+    def _coord(self) -> Any:
+        """The coordinator of the group: the one on the node leading its __consumer_offsets partition."""
+        from logan_ray.actors.group_coordinator import group_coordinator
+
+        handle = self._coord_handle
+        if handle is None:
+            handle = self._coord_handle = group_coordinator(self.group_id)
+        return handle
+
+    def _lost_coordinator(self) -> None:
+        """A call failed (NOT_COORDINATOR, the actor gone): look the coordinator up again next time."""
+        self._coord_handle = None
 
     # ------------------------------------------------------------- state
     def subscribe(self, topics: Iterable[str]) -> None:
@@ -175,8 +187,9 @@ class GroupMember:
                 return None
             try:
                 resp = get(ref)
-            except Exception as e:  # the coordinator restarted or is unreachable: retry the join
+            except Exception as e:  # the coordinator restarted, moved or is unreachable: retry the join
                 log.warning("group %s: join/sync failed: %s", self.group_id, e)
+                self._lost_coordinator()
                 with self._lock:
                     self.state = JOINING
                     self._retry_at = time.monotonic() + max(self.retry_backoff_s, 0.5)
@@ -196,6 +209,8 @@ class GroupMember:
 
     def _on_join(self, resp: dict) -> None:
         code = resp["error_code"]
+        if code in (E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE):
+            self._lost_coordinator()
         if code == E.MEMBER_ID_REQUIRED:
             self.member_id = resp["member_id"]
             self._send_join()
@@ -225,6 +240,8 @@ class GroupMember:
 
     def _on_sync(self, resp: dict) -> list[tuple[str, int]] | None:
         code = resp["error_code"]
+        if code in (E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE):
+            self._lost_coordinator()
         if code == E.NONE:
             self.state = STABLE
             return decode_assignment(resp["assignment"]).topic_partitions()
@@ -284,6 +301,7 @@ class GroupMember:
                 code = get(self._coord.heartbeat.remote(body), timeout=self.session_timeout_ms / 1000.0)["error_code"]
             except Exception as e:
                 log.warning("group %s: heartbeat failed: %s", self.group_id, e)
+                self._lost_coordinator()
                 continue
             with self._lock:
                 if generation != self.generation:
@@ -322,7 +340,11 @@ class GroupMember:
             topics.setdefault(t, []).append({"partition_index": p, "committed_offset": om.offset,
                                              "committed_leader_epoch": -1, "committed_metadata": om.metadata})
         body["topics"] = [{"name": t, "partitions": ps} for t, ps in topics.items()]
-        resp = get(self._coord.offset_commit.remote(body, 9))
+        try:
+            resp = get(self._coord.offset_commit.remote(body, 9))
+        except Exception:
+            self._lost_coordinator()
+            raise
         failed = {(t["name"], p["partition_index"]): p["error_code"] for t in resp["topics"] for p in t["partitions"]
                   if p["error_code"] != E.NONE}
         if not failed:
@@ -348,7 +370,11 @@ class GroupMember:
             return {}
         body = {"group_id": self.group_id,
                 "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}
-        resp = get(self._coord.offset_fetch.remote(body, 7))
+        try:
+            resp = get(self._coord.offset_fetch.remote(body, 7))
+        except Exception:
+            self._lost_coordinator()
+            raise
         out: dict[tuple[str, int], OffsetAndMetadata | None] = {}
         for t in resp["topics"]:
             for p in t["partitions"]:

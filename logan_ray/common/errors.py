@@ -141,6 +141,16 @@ class RebalanceInProgressError(GroupError):
     retriable = True
 
 
+class NotCoordinatorError(GroupError):
+    """This coordinator does not (or no longer) lead the group's ``__consumer_offsets`` partition:
+    the partition moved to another node (a failover, a controlled move, a drain), whose
+    coordinator rebuilt the group from the log. Nothing was changed; find the coordinator
+    again (FindCoordinator) and retry there."""
+
+    code = 16  # NOT_COORDINATOR
+    retriable = True
+
+
 class FencedInstanceIdError(GroupError):
     """Another consumer with the same ``group_instance_id`` took this one's place."""
 

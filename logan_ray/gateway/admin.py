@@ -139,6 +139,8 @@ async def _broker_rows(gw: GatewayContext) -> list[tuple[str, str, bool]]:
          s.get("default_replication_factor", 1) == 1),
         ("replica.lag.time.max.ms", str(s.get("replica_lag_time_max_ms", 30000)),
          s.get("replica_lag_time_max_ms", 30000) == 30000),
+        ("offsets.topic.replication.factor", str(s.get("offsets_topic_replication_factor", 3)),
+         s.get("offsets_topic_replication_factor", 3) == 3),
         ("broker.heartbeat.interval.ms", str(s.get("broker_heartbeat_interval_ms", 500)),
          s.get("broker_heartbeat_interval_ms", 500) == 500),
         ("broker.session.timeout.ms", str(s.get("broker_session_timeout_ms", 3000)),

@@ -1,16 +1,22 @@
-"""FindCoordinator and the consumer-group APIs, answered by the group coordinator actor.
+"""FindCoordinator and the consumer-group APIs, answered by this node's group coordinator actor.
 
-The coordinator (``logan_ray.actors.group_coordinator``) takes and returns the
-protocol's bodies as dicts, so each handler is one actor call plus the error
-shape to send if the coordinator cannot be reached. FindCoordinator names the
-gateway on the coordinator's node (any gateway would do: each forwards to the
-actor through Ray, but that one saves a hop).
+As in Kafka, a group's coordinator is the leader of its ``__consumer_offsets``
+partition: FindCoordinator names the gateway of the node leading it (asked of the
+router each time, so a failover or a move shows at once). Each gateway hands group
+requests to the coordinator actor of its own node, which serves only the groups of
+partitions its node leads and answers NOT_COORDINATOR for the rest (a client that
+asked the old node finds the new one). The coordinator takes and returns the
+protocol's bodies as dicts, so each handler is one actor call plus the error shape
+to send if the coordinator cannot be reached or does not coordinate the group.
 """
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Any, Callable
 
+from logan_ray.common.errors import NotCoordinatorError
+from logan_ray.groups import OFFSETS_TOPIC, ownership
+from logan_ray.groups.offsets_log import partition_for_group
 from logan_ray.protocol import errors as codes
 
 from .acl_ops import authorized_operations
@@ -27,21 +33,26 @@ NO_TRANSACTIONS = "logan-ray does not support transactions yet; use an idempoten
 
 
 def _coordinator(gw: GatewayContext) -> Any:
+    """This node's coordinator actor (created on first use)."""
     handle = gw.group_coordinator
     if handle is None:
-        from logan_ray.actors.group_coordinator import group_coordinator
+        from logan_ray.actors.group_coordinator import coordinator_on
 
-        handle = gw.group_coordinator = group_coordinator()
+        handle = gw.group_coordinator = coordinator_on(gw.cluster.node_id)
+        gw.group_coordinator_node = gw.cluster.node_id
     return handle
 
 
 async def _call(gw: GatewayContext, method: str, *args: Any, fail: Callable[[int], dict]) -> dict:
-    """Call the coordinator; if it is gone (killed, restarting) answer with a retriable error."""
+    """Call the coordinator; NOT_COORDINATOR when this node does not lead the group's partition, a
+    retriable COORDINATOR_NOT_AVAILABLE if the actor is gone (killed, restarting)."""
     try:
         handle = _coordinator(gw)
         return await getattr(handle, method).remote(*args)
+    except NotCoordinatorError:
+        return fail(codes.NOT_COORDINATOR)
     except Exception as e:
-        gw.group_coordinator = None  # look it up again next time (it may come back elsewhere)
+        gw.group_coordinator = None  # look it up again next time
         gw.group_coordinator_node = None
         log.warning("gateway: group coordinator %s failed: %s", method, e)
         return fail(codes.COORDINATOR_NOT_AVAILABLE)
@@ -53,55 +64,55 @@ def _host(conn: "Connection") -> str:
 
 
 # --------------------------------------------------------------- FindCoordinator
-async def _coordinator_endpoint(gw: GatewayContext) -> tuple[int, str, int] | None:
-    """(broker id, host, port) of the gateway on the coordinator's node, else of this gateway."""
-    node = gw.group_coordinator_node
-    if node is None:
-        try:
-            node = await _coordinator(gw).node_id.remote()
-        except Exception as e:
-            gw.group_coordinator = None
-            log.warning("gateway: group coordinator unreachable: %s", e)
-            return None
-        gw.group_coordinator_node = node
+async def _coordinator_endpoints(gw: GatewayContext, keys: list[str]) -> dict[str, tuple[int, str, int] | None]:
+    """(broker id, host, port) of the gateway on the node leading each group's __consumer_offsets
+    partition; None while it has no leader or that node no gateway (COORDINATOR_NOT_AVAILABLE)."""
+    try:
+        route = (await gw.cluster.router.route_with_ids.remote([OFFSETS_TOPIC])).get(OFFSETS_TOPIC)
+    except Exception as e:
+        log.warning("gateway: cannot find the group coordinators: %s", e)
+        return {k: None for k in keys}
+    if route is None:
+        return {k: None for k in keys}
     gateways = await gw.cluster.gateways()
-    for candidate in (node, gw.cluster.node_id):
-        if candidate in gateways:
-            host, port = gateways[candidate]
-            return broker_id(candidate), host, port
-    gateways = await gw.cluster.gateways(fresh=True)
-    if gw.cluster.node_id in gateways:
-        host, port = gateways[gw.cluster.node_id]
-        return gw.cluster.broker_id, host, port
-    return None
+    out: dict[str, tuple[int, str, int] | None] = {}
+    for key in keys:
+        node = ownership.leadership(route, partition_for_group(key, len(route["partitions"]))).node_id
+        if node is not None and node not in gateways:
+            gateways = await gw.cluster.gateways(fresh=True)
+        if node is None or node not in gateways:
+            out[key] = None
+            continue
+        host, port = gateways[node]
+        out[key] = (broker_id(node), host, port)
+    return out
 
 
 async def find_coordinator(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     key_type = body.get("key_type", GROUP_KEY)
-    keys = body.get("coordinator_keys") if header.api_version >= 4 else [body.get("key")]
-    found = None
-    if key_type == GROUP_KEY:
-        found = await _coordinator_endpoint(gw)
-        if found is None:
-            gw.group_coordinator_node = None
-    if key_type == TRANSACTION_KEY:
-        # Not retriable: a transactional producer fails at once (librdkafka and the Java
-        # client treat this code as fatal) instead of retrying until max.block.ms.
-        code, message = codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONS
-        node_id, host, port = -1, "", -1
-    elif found is None:
-        code = codes.COORDINATOR_NOT_AVAILABLE
-        message = "no group coordinator yet"
-        node_id, host, port = -1, "", -1
-    else:
-        code, message = codes.NONE, None
-        node_id, host, port = found
+    keys = list(body.get("coordinator_keys") or ()) if header.api_version >= 4 else [body.get("key") or ""]
+    found = await _coordinator_endpoints(gw, keys) if key_type == GROUP_KEY else {}
+
+    def answer(key: str) -> tuple[int, str | None, int, str, int]:
+        if key_type == TRANSACTION_KEY:
+            # Not retriable: a transactional producer fails at once (librdkafka and the Java
+            # client treat this code as fatal) instead of retrying until max.block.ms.
+            return codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONS, -1, "", -1
+        if found.get(key) is None:
+            return codes.COORDINATOR_NOT_AVAILABLE, "no group coordinator yet", -1, "", -1
+        node_id, host, port = found[key]  # type: ignore[misc]
+        return codes.NONE, None, node_id, host, port
+
     if header.api_version < 4:
+        code, message, node_id, host, port = answer(keys[0])
         return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "node_id": node_id,
                 "host": host, "port": port}
-    return {"throttle_time_ms": 0, "coordinators": [
-        {"key": key, "node_id": node_id, "host": host, "port": port, "error_code": code, "error_message": message}
-        for key in keys or ()]}
+    coordinators = []
+    for key in keys:
+        code, message, node_id, host, port = answer(key)
+        coordinators.append({"key": key, "node_id": node_id, "host": host, "port": port, "error_code": code,
+                             "error_message": message})
+    return {"throttle_time_ms": 0, "coordinators": coordinators}
 
 
 # ------------------------------------------------------------------ membership

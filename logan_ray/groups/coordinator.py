@@ -15,6 +15,7 @@ from . import offsets_log
 from .group import DEAD, EMPTY, STABLE
 from .member import Member
 from .offsets import OffsetCommits
+from .rebalance import _join_error, _sync_result
 
 
 class Coordinator(OffsetCommits):
@@ -87,14 +88,45 @@ class Coordinator(OffsetCommits):
             return
         offsets_log.load_group(self._group(gid), value, Member)
 
-    def finish_loading(self) -> None:
-        """After replay: loaded members must heartbeat within their session timeout."""
+    def finish_loading(self, only: Iterable[str] | None = None) -> None:
+        """After replay: loaded members must heartbeat within their session timeout.
+
+        ``only``: the groups just replayed (one ``__consumer_offsets`` partition taken over
+        while the coordinator serves the groups of others, which must not be touched)."""
+        wanted = None if only is None else set(only)
         for g in self.groups.values():
+            if wanted is not None and g.group_id not in wanted:
+                continue
             if g.members and g.state == STABLE:
                 for m in g.members.values():
                     self._schedule_heartbeat(g, m)
             elif g.state != EMPTY:
                 self._transition(g, EMPTY)
+
+    def unload(self, group_ids: Iterable[str]) -> list[str]:
+        """Give groups up: their ``__consumer_offsets`` partition is led elsewhere now, and the
+        coordinator there rebuilds them from the log (Kafka's ``onResignation``).
+
+        A JoinGroup or SyncGroup waiting here is answered NOT_COORDINATOR, so its client finds
+        the new coordinator at once; timers and unwritten group metadata go (what was written
+        is in the log: the new coordinator replays it). Returns the groups dropped."""
+        gone = []
+        for gid in list(group_ids):
+            g = self.groups.pop(gid, None)
+            if g is None:
+                continue
+            for m in g.members.values():
+                if m.join_cb is not None:
+                    cb, m.join_cb = m.join_cb, None
+                    cb(_join_error(E.NOT_COORDINATOR, m.member_id))
+                if m.sync_cb is not None:
+                    cb, m.sync_cb = m.sync_cb, None
+                    cb(_sync_result(E.NOT_COORDINATOR))
+            gone.append(gid)
+        dropped = set(gone)
+        self.timers.cancel_where(lambda key: isinstance(key, tuple) and len(key) > 1 and key[1] in dropped)
+        self.outbox = [r for r in self.outbox if r[0] not in dropped]
+        return gone
 
     # =============================================================== export
     def overview(self) -> list[dict]:

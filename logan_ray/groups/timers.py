@@ -27,6 +27,13 @@ class Timers:
     def cancel(self, key: Any) -> None:
         self._live.pop(key, None)
 
+    def cancel_where(self, pred: Callable[[Any], bool]) -> int:
+        """Cancel every timer whose key satisfies ``pred`` (groups handed to another coordinator)."""
+        keys = [k for k in self._live if pred(k)]
+        for k in keys:
+            del self._live[k]
+        return len(keys)
+
     def has(self, key: Any) -> bool:
         return key in self._live
 

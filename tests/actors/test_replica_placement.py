@@ -77,3 +77,11 @@ def test_a_failover_prefers_replicas_that_are_not_draining():
     assert rp.election_candidates(replicas, ["n1", "n2"], "n1", alive, draining=["n2"]) == (["n2"], False)
     # unclean: the same preference among the alive replicas
     assert rp.election_candidates(replicas, ["n1"], "n1", alive, unclean=True, draining=["n2"]) == (["n3", "n2"], True)
+
+
+def test_consumer_offsets_factor_is_offsets_topic_replication_factor_capped_at_the_alive_nodes():
+    assert rp.DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR == 3  # Kafka's offsets.topic.replication.factor
+    assert rp.internal_topic_factor(None, 1) == 1  # one node: not replicated, as before
+    assert rp.internal_topic_factor(None, 2) == 2
+    assert rp.internal_topic_factor(None, 5) == 3
+    assert rp.internal_topic_factor(5, 4) == 4 and rp.internal_topic_factor(1, 3) == 1

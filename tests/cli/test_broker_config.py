@@ -30,12 +30,14 @@ def test_values_are_typed_and_topic_synonyms_become_topic_defaults():
     assert s.get("num.partitions") == 4 and s.get("auto.create.topics.enable") is False
     assert s.get("replica.lag.time.max.ms") == 30000  # Kafka's default
     assert resolve({"replica.lag.time.max.ms": "5000"}).get("replica.lag.time.max.ms") == 5000
+    assert s.get("offsets.topic.replication.factor") == 3  # Kafka's default (capped at the alive nodes)
+    assert resolve({"offsets.topic.replication.factor": "2"}).get("offsets.topic.replication.factor") == 2
     assert s.topic_defaults == {"retention.ms": "7200000", "segment.bytes": "1048576"}
     assert s.for_listener("SSL", "ssl.client.auth") == "required"
     assert s.for_listener("SASL_SSL", "ssl.client.auth") == "none"
     for bad in ({"num.partitions": "many"}, {"ssl.client.auth": "maybe"}, {"ssl.enabled.protocols": "TLSv1"},
                 {"sasl.enabled.mechanisms": "GSSAPI"}, {"log.segment.bytes": "1"}, {"ssl.keystore.type": "JKS"},
-                {"replica.lag.time.max.ms": "0"}):
+                {"replica.lag.time.max.ms": "0"}, {"offsets.topic.replication.factor": "0"}):
         with pytest.raises(BrokerConfigError):
             resolve(bad)
 

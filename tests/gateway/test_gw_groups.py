@@ -21,7 +21,7 @@ import time
 import pytest
 import ray
 
-from logan_ray.actors.group_coordinator import COORDINATOR_NAME, ensure_group_coordinator, stop_group_coordinator
+from logan_ray.actors.group_coordinator import ensure_group_coordinator, stop_group_coordinator
 from logan_ray.groups.consumer_protocol import decode_assignment, encode_assignment, encode_subscription
 from logan_ray.protocol import errors as codes
 from wire_client import Wire

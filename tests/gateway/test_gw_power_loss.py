@@ -22,8 +22,7 @@ import pytest
 import ray
 from confluent_kafka import Consumer, TopicPartition
 
-from logan_ray.actors.group_coordinator import OFFSETS_PARTITIONS, coordinator_name
-from logan_ray.actors.partition import NAMESPACE
+from logan_ray.actors.group_coordinator import OFFSETS_PARTITIONS, group_coordinator
 from logan_ray.groups import OFFSETS_TOPIC
 from logan_ray.groups.offsets_log import partition_for_group
 from logan_ray.protocol import errors as codes
@@ -201,7 +200,7 @@ def test_power_loss_keeps_every_acknowledged_offset_commit(client, gateway, topi
     group = f"{topic_name}-group"
     folder = os.path.join(broker_dir, f"{OFFSETS_TOPIC}-{partition_for_group(group, OFFSETS_PARTITIONS)}")
     offsets_actor = client.partition_actor(OFFSETS_TOPIC, partition_for_group(group, OFFSETS_PARTITIONS))
-    coordinator = ray.get_actor(coordinator_name(group), namespace=NAMESPACE)
+    coordinator = group_coordinator(group)
     client.create_topic(topic_name, 1)
     snapshot, after = tmp_path / "before", tmp_path / "after"
     snapshot.mkdir()

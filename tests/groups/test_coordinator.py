@@ -5,7 +5,7 @@ from logan_ray.groups import offsets_log
 from logan_ray.groups.group import EMPTY, PREPARING, STABLE
 from logan_ray.protocol import errors as E
 
-from group_driver import SESSION, meta, make, full_join, sync, hb, stable_pair
+from group_driver import SESSION, meta, make, join, full_join, sync, hb, stable_pair
 
 
 def test_delete_groups_and_offsets(clock):
@@ -76,3 +76,46 @@ def test_next_deadline_tracks_timers(clock):
     sync(c, a.value["member_id"], 1, {})
     d = c.next_deadline()
     assert d == clock.now + SESSION
+
+
+def test_unload_gives_groups_up_answers_waiting_requests_not_coordinator_and_spares_the_others(clock):
+    """The group's __consumer_offsets partition moved to another leader: a JoinGroup or SyncGroup
+    waiting here is answered NOT_COORDINATOR (its client finds the new coordinator), the group's
+    timers and unwritten metadata go; groups of other partitions carry on untouched."""
+    c = make(clock)
+    a = full_join(c)
+    la = a.value["member_id"]
+    assert sync(c, la, 1, {la: b"A"}).value["error_code"] == 0
+    b = full_join(c)  # a second member: the group rebalances
+    a2 = join(c, member_id=la)
+    assert a2.done and b.done
+    waiting_sync = sync(c, b.value["member_id"], a2.value["generation_id"])  # waits for the leader's SyncGroup
+    assert not waiting_sync.done
+    other = full_join(c, group="other")  # "other": a stable group of another partition
+    om = other.value["member_id"]
+    assert sync(c, om, 1, {om: b"O"}, group="other").value["error_code"] == 0
+    fa = full_join(c, group="forming")
+    assert sync(c, fa.value["member_id"], 1, {fa.value["member_id"]: b"F"}, group="forming").value["error_code"] == 0
+    waiting_join = full_join(c, group="forming")  # waits for the first member to rejoin
+    assert not waiting_join.done
+    assert c.unload(["g", "forming", "missing"]) == ["g", "forming"]
+    assert "g" not in c.groups and "forming" not in c.groups and "other" in c.groups
+    assert waiting_join.value["error_code"] == E.NOT_COORDINATOR
+    assert waiting_sync.value["error_code"] == E.NOT_COORDINATOR
+    assert all(key[1] == "other" for key in c.timers._live)
+    assert not [r for r in c.outbox if r[0] in ("g", "forming")]
+    assert hb(c, om, 1, group="other") == 0 and c.groups["other"].state == STABLE
+    clock.now += 10 * SESSION
+    c.tick()  # no timer of a dropped group fires (it would recreate or touch it)
+    assert "g" not in c.groups and "forming" not in c.groups
+
+
+def test_finish_loading_only_touches_the_groups_just_replayed(clock):
+    c = make(clock)
+    a = full_join(c, group="busy")  # another partition's group in the middle of a rebalance
+    assert a.value["error_code"] == 0
+    before = c.groups["busy"].state
+    c.load(offsets_log.offset_key("new", "t", 0), offsets_log.encode_offset(offsets_log.OffsetEntry(5, -1, "", 1)))
+    c.finish_loading(["new"])
+    assert c.groups["busy"].state == before  # not forced to Empty as a full replay would
+    assert c.fetch_offsets("new", [("t", [0])])["t"][0][1].offset == 5

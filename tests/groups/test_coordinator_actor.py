@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 import ray
 
-from logan_ray.actors.group_coordinator import COORDINATOR_NAME, ensure_group_coordinator
+from logan_ray.actors.group_coordinator import ensure_group_coordinator, group_coordinator
 from logan_ray.consumer import OffsetAndMetadata, TopicPartition
 from logan_ray.errors import CommitFailedError, GroupIdNotFoundError, NonEmptyGroupError
 from logan_ray.groups import OFFSETS_TOPIC
@@ -166,7 +166,7 @@ def test_commit_restart_coordinator_resume_with_metadata(client, coordinator, to
     assert c.committed([t0, t1]) == {t0: OffsetAndMetadata(10, "checkpoint é 10"), t1: OffsetAndMetadata(20, "")}
     c.close()
 
-    handle = ray.get_actor(COORDINATOR_NAME, namespace="logan_ray")
+    handle = group_coordinator(group)
     old_pid = ray.get(handle.pid.remote())
     ray.kill(handle, no_restart=False)  # Ray restarts it; it replays __consumer_offsets
     wait_for(lambda: _restarted(handle, old_pid), what="coordinator restart")

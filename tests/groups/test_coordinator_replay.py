@@ -11,7 +11,7 @@ import time
 import ray
 
 from bombs import zstd_bomb_batch
-from logan_ray.actors.group_coordinator import COORDINATOR_NAME, ensure_group_coordinator
+from logan_ray.actors.group_coordinator import ensure_group_coordinator, group_coordinator
 from logan_ray.groups import OFFSETS_TOPIC, offsets_log
 from logan_ray.protocol import errors as E
 from logan_ray.storage.record_builder import build_batch
@@ -62,7 +62,7 @@ def test_replay_skips_and_counts_records_it_cannot_decode(client, topic_name):
         ray.get(target.append.remote(batch, internal=True))
     _commit(coord, group, topic_name, 7)  # a good record after the bad ones
 
-    handle = ray.get_actor(COORDINATOR_NAME, namespace="logan_ray")
+    handle = group_coordinator(group)
     _restart(handle)
     stats = ray.get(handle.stats.remote())
     assert stats["skipped_records"] >= 3
