@@ -27,7 +27,6 @@ from logan_ray.storage.leader_epochs import CHECKPOINT_FILE, fence, read_checkpo
 from logan_ray.storage.log import PartitionLog
 from logan_ray.storage.partition_dir import claim, mark_for_deletion, remove_marked
 from logan_ray.storage.recovery import CLEAN_SHUTDOWN_FILE
-from logan_ray.storage.segment_files import LOG_SUFFIX
 from logan_ray.storage.producer_state import DEFAULT_EXPIRATION_MS, OutOfOrderSequenceError
 
 from .channel import ChannelServer, serve_channel
@@ -135,42 +134,17 @@ def open_partition(router_name: str, topic: str, partition: int, topic_id: str, 
         topic, partition, topic_id, incarnation, newest_local_epoch(directory), clean), timeout=CONFIG_LOAD_TIMEOUT_S)
 
 
-def given_opening(opened: dict[str, Any] | None, directory: str) -> dict[str, Any] | None:
-    """The router's answer given at creation (``RouterActor._opening``) if it holds for this start: the
-    folder as the router expected it (clean-shutdown marker, newest leader epoch, no segment yet).
-
-    Ray replays the creation arguments when it restarts the actor after a crash; the folder tells
-    the two apart without asking the GCS: the first start's open removed the marker of a woken
-    folder, and created the first segment of a new one, so a restart asks the router. (A crash
-    before the open changed the folder reuses the answer: what the router gives the same
-    incarnation asking again.)"""
-    if opened is None:
-        return None
-    expect = opened.get("expect") or {}
-    if expect.get("clean") is not None and os.path.exists(os.path.join(directory, CLEAN_SHUTDOWN_FILE)) != expect["clean"]:
-        return None
-    if expect.get("no_segments") and os.path.isdir(directory) \
-            and any(name.endswith(LOG_SUFFIX) for name in os.listdir(directory)):
-        return None
-    if newest_local_epoch(directory) > expect.get("max_log_epoch", -1):
-        return None
-    return opened
-
-
 class PartitionActor:
     """Append, read, locate and long-poll on one partition log."""
 
     def __init__(self, topic: str, partition: int, directory: str, topic_id: str, router_name: str,
                  maintenance_interval_s: float = 300.0,
-                 producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS, idle_ms: int = DEFAULT_IDLE_MS,
-                 opened: dict[str, Any] | None = None) -> None:
+                 producer_id_expiration_ms: int = DEFAULT_EXPIRATION_MS, idle_ms: int = DEFAULT_IDLE_MS) -> None:
         """Open the partition; Ray runs this again on every restart (crash, OOM kill).
 
         The config is asked of the router (the durable topic metadata: defaults plus
-        overrides) on every restart, never taken from arguments, which Ray replays
-        unchanged and would bring back the creation-time config after an alter. A first
-        start takes it from ``opened``, the router's answer given at creation
-        (:func:`given_opening`), and saves that round trip.
+        overrides) on every start, never taken from arguments, which Ray replays
+        unchanged and would bring back the creation-time config after an alter.
         The folder is claimed for ``topic_id`` first: a folder of an earlier topic
         of the same name is removed, never served.
         """
@@ -187,10 +161,7 @@ class PartitionActor:
         self._idle_ms = idle_ms
         self._idle_watch: asyncio.Task | None = None
         started = time.perf_counter()
-        self._steps: dict[str, float] = {"init_at": time.time()}
-        opened = given_opening(opened, directory) or open_partition(router_name, topic, partition, topic_id,
-                                                                    uuid.uuid4().hex, directory)
-        self._steps["config_ms"] = (time.perf_counter() - started) * 1e3
+        opened = open_partition(router_name, topic, partition, topic_id, uuid.uuid4().hex, directory)
         config = opened["config"]
         pause_point(directory, "activate-config")
         stale = claim(directory, topic_id)
@@ -218,8 +189,6 @@ class PartitionActor:
         self._channel_started = False
         self._metrics = PartitionMetrics(topic, partition)
         self._publish_state()
-        self._steps["open_ms"] = (time.perf_counter() - started) * 1e3 - self._steps["config_ms"]
-        self._steps["ready_at"] = time.time()
         pause_point(directory, "activate-opened")
         log.info("partition %s-%d opened in %.1f ms: offsets [%d, %d), leader epoch %d", topic, partition,
                  (time.perf_counter() - started) * 1e3, self._log.log_start_offset, self._log.log_end_offset,
@@ -670,12 +639,6 @@ class PartitionActor:
 
     async def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()
-
-    async def activation_steps(self) -> dict[str, float]:
-        """This start's steps (bench/partitions.py): wall times the constructor began (``init_at``)
-        and ended (``ready_at``), ms spent getting the config and epoch (``config_ms``) and opening
-        the log (``open_ms``). Not traffic."""
-        return dict(self._steps)
 
     async def pid(self) -> int:
         return os.getpid()

@@ -24,13 +24,11 @@ import json
 import logging
 import os
 import signal
-import time
 import uuid
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from typing import Any
 
 import ray
-from ray.exceptions import ActorAlreadyExistsError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from logan_ray.common.errors import (
@@ -68,7 +66,6 @@ log = logging.getLogger("logan_ray.router")
 METADATA_FILE = "cluster-metadata.json"
 PRODUCER_ID_BLOCK = 1000
 LOCK_WAIT_S = 5.0  # a router restarted after SIGKILL waits this long for its predecessor's lock to drop
-ACTIVATION_STEPS_KEPT = 1000
 ADOPT_CHECK_S = 10.0  # a restarted router waits this long to learn which running actors had hibernated
 #: Topics created before ids were stored got uuid5(namespace, name); kept for them so
 #: clients that cached those ids keep working.
@@ -122,9 +119,6 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         self._activating: dict[tuple[str, int], asyncio.Future] = {}
         self._hibernating: dict[tuple[str, int], asyncio.Future] = {}  # done once its actor is gone
         self._hibernated_ids: OrderedDict[str, None] = OrderedDict()
-        #: the steps of the last activations, for bench/partitions.py (activation_steps)
-        self._activation_steps: deque[dict[str, Any]] = deque(maxlen=ACTIVATION_STEPS_KEPT)
-        self._background: set[asyncio.Task] = set()  # activations answered early, their actors not yet ready
         self._feed = PartitionFeed()  # starts and hibernations, for the gateways (reads of inactive partitions)
         self._offline: dict[tuple[str, int], dict[str, str]] = {}  # partition -> the node it waits for
         self._alive: dict[str, str] = {}  # node id -> address of every alive Ray node
@@ -264,20 +258,13 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         place = self._placeable(topic, partition, t)
         if place is None:
             return None
-        handle, _created = self._new_actor(topic, partition, t, place)
-        handle = self._register(topic, partition, t, handle)
+        handle = self._register(topic, partition, t, self._new_actor(topic, partition, t, place))
         self._warm.took(place["node_id"])
         handle.identity.remote()  # starts its idle clock: a partition started without a request hibernates too
         return handle
 
     async def _spawn_async(self, topic: str, partition: int, t: dict[str, Any]):
-        """:meth:`_spawn` with Ray's actor creation off the event loop."""
-        created = await self._create(topic, partition, t)
-        return None if created is None else created[0]
-
-    async def _create(self, topic: str, partition: int, t: dict[str, Any], opened: dict[str, Any] | None = None):
-        """Start (or find) the partition's actor, off the event loop: (handle, whether this call created
-        it), or None (offline). ``opened``: the router's answer for the new actor's constructor.
+        """:meth:`_spawn` with Ray's actor creation off the event loop.
 
         Creating a named actor is a blocking round trip to the GCS (0.25-0.6 s each
         on a loaded 2-core machine, measured with asyncio's slow-callback log); done
@@ -287,9 +274,9 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         place = self._placeable(topic, partition, t)
         if place is None:
             return None
-        handle, created = await asyncio.to_thread(self._new_actor, topic, partition, t, place, opened)
+        handle = await asyncio.to_thread(self._new_actor, topic, partition, t, place)
         self._warm.took(place["node_id"])
-        return self._register(topic, partition, t, handle), created
+        return self._register(topic, partition, t, handle)
 
     def _placeable(self, topic: str, partition: int, t: dict[str, Any]) -> dict[str, Any] | None:
         """The partition's placement if its node is alive, else None (and the partition is marked offline)."""
@@ -305,21 +292,13 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         self._offline.pop(key, None)
         return place
 
-    def _new_actor(self, topic: str, partition: int, t: dict[str, Any], place: dict[str, Any],
-                   opened: dict[str, Any] | None = None) -> tuple[Any, bool]:
-        """Ray's call that creates the partition's named actor on its node, or finds the one that holds its
-        name: (handle, created). Touches no router state.
-
-        Not ``get_if_exists``: that asks the GCS for the name first, a round trip of its own on every
-        activation; a name already taken raises here, and only then is the actor looked up."""
-        try:
-            return partition_actor_class().options(
-                name=actor_name(topic, partition), namespace=NAMESPACE, lifetime="detached",
-                scheduling_strategy=NodeAffinitySchedulingStrategy(place["node_id"], soft=False),
-            ).remote(topic, partition, self._dir(topic, partition), t["topic_id"], ROUTER_NAME,
-                     self.maintenance_interval_s, idle_ms=self.partition_idle_ms, opened=opened), True
-        except ActorAlreadyExistsError:
-            return ray.get_actor(actor_name(topic, partition), namespace=NAMESPACE), False
+    def _new_actor(self, topic: str, partition: int, t: dict[str, Any], place: dict[str, Any]):
+        """Ray's call that creates (or finds) the partition's named actor on its node; touches no router state."""
+        return partition_actor_class().options(
+            name=actor_name(topic, partition), namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
+            scheduling_strategy=NodeAffinitySchedulingStrategy(place["node_id"], soft=False),
+        ).remote(topic, partition, self._dir(topic, partition), t["topic_id"], ROUTER_NAME,
+                 self.maintenance_interval_s, idle_ms=self.partition_idle_ms)
 
     def _register(self, topic: str, partition: int, t: dict[str, Any], handle: Any):
         self._handles[(topic, partition)] = handle
@@ -379,36 +358,14 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
 
     async def _start(self, topic: str, partition: int):
         t = self._topic(topic)
-        steps = {"topic": topic, "partition": partition, "asked_at": time.time()}
-        started = time.perf_counter()
         if self._place(topic, partition, t):  # its node restarted at the same address
             self._save()
         await self._make_room(t["placement"][str(partition)]["node_id"])
-        steps["room_ms"] = (time.perf_counter() - started) * 1e3
-        opened, previous = self._opening(topic, partition, t)
-        try:
-            created = await self._create(topic, partition, t, opened)
-        except BaseException:
-            created = None
-            raise
-        finally:
-            if opened is not None and (created is None or not created[1]):
-                self._leader(t, partition)["incarnation"] = previous  # no new actor took the answer
-        steps["create_ms"] = (time.perf_counter() - started) * 1e3 - steps["room_ms"]
-        if created is None:
+        handle = await self._spawn_async(topic, partition, t)
+        if handle is None:
             self._live(topic, partition)  # raises LeaderNotAvailableError naming the node it waits for
-        handle, is_new = created
-        if is_new and opened is not None:
-            # A new actor, created with this topic's id and the router's answer for its constructor:
-            # that proves what identity() would, and the caller's first call waits for the
-            # constructor anyway, so answer now (the two hops back through this loop were a
-            # measurable part of each activation, docs/benchmarks.md).
-            task = asyncio.ensure_future(self._started(topic, partition, handle, steps, started))
-            self._background.add(task)  # the loop keeps only a weak reference to a task
-            task.add_done_callback(self._background.discard)
-            return handle
         try:
-            topic_id, _node = await self._ready(topic, partition, handle, steps, started)
+            topic_id, _node = await handle.identity.remote()
         except BaseException:  # it did not start (e.g. the topic was deleted meanwhile): not active
             if self._handles.get((topic, partition)) is handle:
                 del self._handles[(topic, partition)]
@@ -422,37 +379,6 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         # after the answer, not before: starting a process takes CPU the activation needs
         asyncio.get_running_loop().run_in_executor(None, self._warm.fill, t["placement"][str(partition)]["node_id"])
         return handle
-
-    async def _ready(self, topic: str, partition: int, handle: Any, steps: dict[str, Any],
-                     started: float) -> tuple[str, str]:
-        """Wait for a started actor's constructor (its identity() answers), timing it for activation_steps."""
-        identity = await handle.identity.remote()
-        steps["ready_ms"] = (time.perf_counter() - started) * 1e3 - steps["room_ms"] - steps["create_ms"]
-        self._activation_steps.append(steps)
-        return identity
-
-    async def _started(self, topic: str, partition: int, handle: Any, steps: dict[str, Any], started: float) -> None:
-        """After answering an activation early: the actor's constructor ended (else the partition is not
-        active: its handle is dropped, and the next use starts it again), then a warm worker replaces
-        the one it took."""
-        try:
-            await self._ready(topic, partition, handle, steps, started)
-        except Exception as e:
-            log.warning("partition %s-%d did not start: %s", topic, partition, e)
-            if self._handles.get((topic, partition)) is handle:
-                del self._handles[(topic, partition)]
-            return
-        t = self._meta["topics"].get(topic)
-        if t is not None:
-            await asyncio.get_running_loop().run_in_executor(None, self._warm.fill,
-                                                             t["placement"][str(partition)]["node_id"])
-
-    async def activation_steps(self) -> list[dict[str, Any]]:
-        """How long each step of the last activations took here (ms): making room under the cap
-        (``room_ms``), Ray's creation of the named actor (``create_ms``), and from there until the
-        actor answered (``ready_ms``: its process, its constructor, one call); ``asked_at`` is the
-        wall time the activation began. The actor's own steps: ``PartitionActor.activation_steps``."""
-        return list(self._activation_steps)
 
     async def activate(self, topic: str, partition: int):
         """The actor of ``topic``-``partition``, started if inactive (the requester waits for it)."""

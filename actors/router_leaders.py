@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from typing import Any
 
 import ray
@@ -54,37 +53,10 @@ class LeaderControl:
                 # the next start bumps, as its checkpoint already holds epoch 0 then: log_epoch)
                 await self._save_soon()
             log.info("partition %s-%d: leader epoch %d", topic, partition, epoch)
-        return self._open_answer(t, partition, leader)
-
-    def _open_answer(self, t: dict[str, Any], partition: int, leader: dict[str, Any]) -> dict[str, Any]:
         return {"config": self._effective(t).to_dict(), "leader_epoch": leader["epoch"],
                 "isr": replica_placement.isr_of(t, partition), "replicas": replica_placement.replicas_of(t, partition),
                 "replica_lag_time_max_ms": self.replica_lag_time_max_ms,
                 **self._producer_settings(t["placement"][str(partition)]["node_id"])}
-
-    def _opening(self, topic: str, partition: int, t: dict[str, Any]) -> tuple[dict[str, Any] | None, Any]:
-        """What :meth:`open_partition` will answer the actor about to start, given at its creation so
-        that its constructor does not call back (a round trip through the GCS and this router's
-        loop on every activation): (answer, what to restore if the actor is not created).
-
-        The answer holds only when the folder is as ``expect`` says, which the actor checks
-        before using it (else it calls :meth:`open_partition` as before, with an incarnation
-        of its own): a wake needs a cleanly closed folder holding no newer epoch, a first
-        start a folder without segments (never opened). Either way the epoch does
-        not change, so nothing is saved, as in :meth:`open_partition`. None for replicated
-        partitions (their leader is elected, and their actors ask)."""
-        if len(replica_placement.replicas_of(t, partition)) > 1:
-            return None, None
-        self._existing(topic, partition, t["topic_id"])
-        leader = self._leader(t, partition)
-        previous = leader["incarnation"]
-        incarnation = uuid.uuid4().hex
-        if previous is not None:
-            expect = {"clean": True, "max_log_epoch": leader["epoch"]}
-        else:
-            expect = {"clean": None, "max_log_epoch": leader["epoch"] - 1, "no_segments": True}
-        leader["incarnation"] = incarnation
-        return {**self._open_answer(t, partition, leader), "incarnation": incarnation, "expect": expect}, previous
 
     async def alter_isr(self, topic: str, partition: int, leader_epoch: int, isr: list[str]) -> list[str]:
         """A leader's ISR change (Kafka's AlterPartition), saved before the answer; returns the ISR now stored.

@@ -93,6 +93,8 @@ def activation_breakdown(topic: str, partitions: range, latencies: list[float]) 
     from logan_ray.actors.names import NAMESPACE, ROUTER_NAME, actor_name
 
     router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
+    if not hasattr(router, "activation_steps"):  # the step records went with the early answer (stop 27)
+        return "activation steps: not recorded by this broker"
     by_key = {(s["topic"], s["partition"]): s for s in ray.get(router.activation_steps.remote())}
     rows: dict[str, list[float]] = {k: [] for k in ("room", "create", "to_constructor", "config", "open",
                                                   "answer", "outside_router")}
