@@ -142,41 +142,61 @@ def describe(rec: dict[str, Any]) -> dict[str, list[str]]:
 def spread(partitions: dict[tuple[str, int], list[str]], alive: list[str]) -> dict[tuple[str, int], list[str]]:
     """Targets that spread the replicas of ``partitions`` ({(topic, p): replica node ids, preferred
     first}) evenly over the ``alive`` nodes (``logan-ray partitions rebalance``, e.g. after a node
-    joined): replicas on nodes that are not alive go first, then, while the most loaded node holds two
-    more replicas than the least loaded, one replica moves from the first to the second, preferring a
-    partition it does not lead. A replaced replica keeps its position in the list, so a moved preferred
-    replica is replaced by the new node as preferred. Returns only the partitions whose list changed."""
+    joined): replicas on nodes that are not alive go first; then each topic is spread by itself (as
+    a Kafka user expects of every topic after a node joins, not just the total: the internal
+    ``__consumer_offsets`` filling the new node alone would balance the count and no topic's load),
+    then the cluster as a whole. Spreading moves one replica at a time from the most to the least
+    loaded node while they differ by two or more, preferring a partition the first does not lead
+    and, among equally loaded nodes, the one with the lower total. A replaced replica keeps its
+    position in the list, so a moved preferred replica is replaced by the new node as preferred.
+    Returns only the partitions whose list changed."""
     if not alive:
         return {}
-    load = {n: 0 for n in alive}
+    total = {n: 0 for n in alive}
     targets = {k: list(v) for k, v in partitions.items()}
     for nodes in targets.values():
         for n in nodes:
-            if n in load:
-                load[n] += 1
+            if n in total:
+                total[n] += 1
 
     def least(exclude: list[str]) -> str | None:
         free = [n for n in alive if n not in exclude]
-        return min(free, key=lambda n: (load[n], alive.index(n))) if free else None
+        return min(free, key=lambda n: (total[n], alive.index(n))) if free else None
 
     for key, nodes in sorted(targets.items()):
         for i, n in enumerate(nodes):
-            if n not in load:
+            if n not in total:
                 new = least(nodes)
                 if new is not None:
                     nodes[i] = new
-                    load[new] += 1
+                    total[new] += 1
+    for topic in sorted({topic for topic, _p in targets}):
+        _even_out(targets, sorted(k for k in targets if k[0] == topic), alive, total)
+    _even_out(targets, sorted(targets), alive, total)
+    return {k: v for k, v in targets.items() if v != partitions[k]}
+
+
+def _even_out(targets: dict[tuple[str, int], list[str]], keys: list[tuple[str, int]], alive: list[str],
+              total: dict[str, int]) -> None:
+    """Move replicas among the partitions ``keys`` (in ``targets``, in place) until, counting those
+    partitions only, no alive node holds two more than another (or no move helps); ``total`` (every
+    partition's count per node) breaks ties and is kept up to date."""
+    load = {n: 0 for n in alive}
+    for k in keys:
+        for n in targets[k]:
+            if n in load:
+                load[n] += 1
     while True:
-        most = max(alive, key=lambda n: (load[n], -alive.index(n)))
-        low = min(alive, key=lambda n: (load[n], alive.index(n)))
+        most = max(alive, key=lambda n: (load[n], total[n], -alive.index(n)))
+        low = min(alive, key=lambda n: (load[n], total[n], alive.index(n)))
         if load[most] - load[low] <= 1:
-            break
-        movable = [k for k, nodes in sorted(targets.items()) if most in nodes and low not in nodes]
+            return
+        movable = [k for k in keys if most in targets[k] and low not in targets[k]]
         if not movable:
-            break
+            return
         key = next((k for k in movable if targets[k][0] != most), movable[0])
         nodes = targets[key]
         nodes[nodes.index(most)] = low
-        load[most] -= 1
-        load[low] += 1
-    return {k: v for k, v in targets.items() if v != partitions[k]}
+        for count in (load, total):
+            count[most] -= 1
+            count[low] += 1

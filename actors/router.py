@@ -20,6 +20,7 @@ The router holds an exclusive lock on the data dir for as long as it runs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -117,7 +118,9 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
                             "producer.id.expiration.check.interval.ms": producer_id_expiration_check_interval_ms})
         self._handles: dict[tuple[str, int], Any] = {}  # active partitions only (lazy activation)
         self._activating: dict[tuple[str, int], asyncio.Future] = {}
-        self._hibernating: dict[tuple[str, int], asyncio.Future] = {}  # done once its actor is gone
+        #: partitions whose actor is being stopped or replaced (hibernation, a leader move, an election):
+        #: done once the old actor is gone and the new placement holds; activations wait for it
+        self._stopping: dict[tuple[str, int], asyncio.Future] = {}
         self._hibernated_ids: OrderedDict[str, None] = OrderedDict()
         self._feed = PartitionFeed()  # starts and hibernations, for the gateways (reads of inactive partitions)
         self._offline: dict[tuple[str, int], dict[str, str]] = {}  # partition -> the node it waits for
@@ -337,16 +340,34 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
                 self._hibernated_ids[handle._actor_id.hex()] = None
                 log.info("partition %s-%d: stopped its actor, which had hibernated", *key)
 
+    @contextlib.contextmanager
+    def _replacing(self, key: tuple[str, int]):
+        """While a partition's actor is stopped and (maybe) replaced, activations of it wait.
+
+        Between killing the old actor and recording the new placement, the partition has no
+        handle and still names its old node: an activation then would start an actor there,
+        at the old leader epoch (a zombie leader the next spawn would even reuse by name).
+        Enter it with no ``await`` between checking ``key`` is free and entering.
+        """
+        assert key not in self._stopping, key
+        done = self._stopping[key] = asyncio.get_running_loop().create_future()
+        try:
+            yield
+        finally:
+            del self._stopping[key]
+            done.set_result(None)
+
     async def _activate(self, topic: str, partition: int):
         """The partition's actor, started on first need; concurrent first requests start it once.
 
         The router is the one place that activates: an inactive partition has
         durable metadata and a folder, and no process until something needs it.
-        A partition that is hibernating is started again once its old actor is gone.
+        A partition that is hibernating (or whose leadership moves) is started once its old actor
+        is gone and its new placement holds.
         """
         key = (topic, partition)
-        while key in self._hibernating:
-            await asyncio.shield(self._hibernating[key])
+        while key in self._stopping:
+            await asyncio.shield(self._stopping[key])
         fut = self._activating.get(key)
         if fut is None:
             handle = self._handles.get(key)

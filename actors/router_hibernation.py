@@ -81,13 +81,12 @@ class PartitionHibernation:
         key = (topic, partition)
         handle = self._handles.get(key)
         t = self._meta["topics"].get(topic)
-        if handle is None or t is None or key in self._activating or key in self._hibernating:
+        if handle is None or t is None or key in self._activating or key in self._stopping:
             return False
         if topic_id is not None and t["topic_id"] != topic_id:
             return False
-        done = self._hibernating[key] = asyncio.get_running_loop().create_future()
-        del self._handles[key]
-        try:
+        with self._replacing(key):
+            del self._handles[key]
             try:
                 closed = await asyncio.wait_for(handle.hibernate.remote(idle_only), HIBERNATE_TIMEOUT_S)
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as e:
@@ -110,9 +109,6 @@ class PartitionHibernation:
             self._feed.publish(t["placement"][str(partition)]["node_id"], topic, partition, None)
             log.info("partition %s-%d hibernated", topic, partition)
             return True
-        finally:
-            del self._hibernating[key]
-            done.set_result(None)
 
     async def partition_changes(self, node_id: str, feed_id: str | None, since: int, timeout_s: float = 30.0):
         """Partitions of ``node_id`` started or hibernated after sequence ``since`` (a gateway waits here);
@@ -134,3 +130,4 @@ async def _name_released(name: str, timeout: float = 30.0) -> None:
         except ValueError:
             return
         await asyncio.sleep(0.05)
+    log.warning("actor %s still holds its name %.0f s after it was killed", name, timeout)

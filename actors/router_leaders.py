@@ -149,25 +149,30 @@ class LeaderControl:
             except Exception as e:  # no gateway there: no fetcher either, so no follower log to take over
                 log.warning("partition %s-%d: ISR member %s cannot take over: %s", topic, partition, new[:8], e)
                 continue
-            await self._kill_old_leader(topic, partition)
-            replica_placement.remember_assignment(rec)  # the preferred replica stays the first assigned
-            follower_dirs = rec.setdefault("follower_dirs", {})
-            follower_dirs[dead] = self._dir(topic, partition)  # the old leader follows on its files if it returns
-            directory = follower_dirs.pop(new, None) or replica_placement.follower_dir(self.data_dir, new, topic,
-                                                                                       partition)
-            replicas = rec["replicas"]
-            rec["replicas"] = [r for r in replicas if r["node_id"] == new] + [r for r in replicas if r["node_id"] != new]
-            rec["isr"] = [new] if unclean else [new] + [n for n in candidates if n != new]
-            rec.update(epoch=epoch, incarnation=None, directory=directory)
-            t["placement"][str(partition)] = {"node_id": new, "node_ip": self._alive[new]}
-            self._offline.pop((topic, partition), None)
-            await self._save_soon()  # durable before the new leader (or anyone) uses the epoch
-            getattr(self, "_unelectable", set()).discard((topic, partition))
-            log.warning("partition %s-%d: leader %s is gone; elected %s %s, leader epoch %d, ISR %s",
-                        topic, partition, dead[:8], new[:8],
-                        "UNCLEANLY (no in-sync replica alive; acknowledged records may be lost)" if unclean
-                        else "from the ISR", epoch, [n[:8] for n in rec["isr"]])
-            return True
+            key = (topic, partition)
+            while key in self._stopping:  # hibernating: its old actor goes first
+                await asyncio.shield(self._stopping[key])
+            with self._replacing(key):  # no activation on the old node until the new placement holds
+                await self._kill_old_leader(topic, partition)
+                replica_placement.remember_assignment(rec)  # the preferred replica stays the first assigned
+                follower_dirs = rec.setdefault("follower_dirs", {})
+                follower_dirs[dead] = self._dir(topic, partition)  # the old leader follows there if it returns
+                directory = follower_dirs.pop(new, None) or replica_placement.follower_dir(self.data_dir, new, topic,
+                                                                                           partition)
+                replicas = rec["replicas"]
+                rec["replicas"] = [r for r in replicas if r["node_id"] == new] + \
+                    [r for r in replicas if r["node_id"] != new]
+                rec["isr"] = [new] if unclean else [new] + [n for n in candidates if n != new]
+                rec.update(epoch=epoch, incarnation=None, directory=directory)
+                t["placement"][str(partition)] = {"node_id": new, "node_ip": self._alive[new]}
+                self._offline.pop((topic, partition), None)
+                await self._save_soon()  # durable before the new leader (or anyone) uses the epoch
+                getattr(self, "_unelectable", set()).discard((topic, partition))
+                log.warning("partition %s-%d: leader %s is gone; elected %s %s, leader epoch %d, ISR %s",
+                            topic, partition, dead[:8], new[:8],
+                            "UNCLEANLY (no in-sync replica alive; acknowledged records may be lost)" if unclean
+                            else "from the ISR", epoch, [n[:8] for n in rec["isr"]])
+                return True
         if not getattr(self, "_unelectable", set()) >= {(topic, partition)}:
             self._unelectable = getattr(self, "_unelectable", set()) | {(topic, partition)}
             log.warning("partition %s-%d: leader %s is gone and no replica it may elect is alive; offline "

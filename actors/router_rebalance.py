@@ -170,33 +170,45 @@ class LeaderRebalance:
             await asyncio.wait_for(gateway.stop_following.remote(topic, partition, new_epoch), CALL_TIMEOUT_S)
             steps["handed_over"] = time.monotonic()
         except Exception as e:
+            if isinstance(e, ray.exceptions.ActorUnschedulableError) and await self._elect(topic, partition, t):
+                # Ray refuses to start the leader's actor on its node (the node drains): it never ran in
+                # this epoch, so it acknowledged nothing the ISR lacks; an election replaces the move
+                await self._spawn_async(topic, partition, t)
+                log.warning("partition %s-%d: its leader's actor cannot start on %s (%s): elected from the ISR",
+                            topic, partition, old[:8], reason)
+                return codes.NONE
             log.warning("partition %s-%d: leadership stays on %s, not moved to %s (%s): %s", topic, partition,
                         old[:8], target[:8], reason, e)
             if (handle := self._handles.get(key)) is not None:
                 handle.unresign.remote()
             return codes.PREFERRED_LEADER_NOT_AVAILABLE
-        old_dir = self._dir(topic, partition)
-        self._handles.pop(key, None)
-        try:
-            await asyncio.wait_for(handle.close.remote(), CALL_TIMEOUT_S)  # flush + clean-shutdown marker
-        except Exception as e:  # its files are recovered by whoever opens them next
-            log.warning("partition %s-%d: the old leader did not close cleanly: %s", topic, partition, e)
-        ray.kill(handle, no_restart=True)
-        await _name_released(actor_name(topic, partition))
-        steps["old_stopped"] = time.monotonic()
-        replica_placement.remember_assignment(rec)
-        replicas = rec["replicas"]
-        rec["replicas"] = [r for r in replicas if r["node_id"] == target] + [r for r in replicas if r["node_id"] != target]
-        rec["isr"] = [target] + [n for n in rec["isr"] if n != target]
-        follower_dirs = rec.setdefault("follower_dirs", {})
-        new_dir = follower_dirs.pop(target, None) or replica_placement.follower_dir(self.data_dir, target, topic,
-                                                                                   partition)
-        follower_dirs[old] = old_dir  # the old leader follows on the files it led with
-        rec.update(epoch=new_epoch, incarnation=None, directory=new_dir)
-        t["placement"][str(partition)] = {"node_id": target, "node_ip": self._alive[target]}
-        await self._save_soon()  # durable before the new leader (or anyone) uses the epoch
-        self._feed.publish(old, topic, partition, None)
-        await self._spawn_async(topic, partition, t)
+        if key in self._stopping:  # it began to hibernate meanwhile: it leads on where it is
+            handle.unresign.remote()
+            return codes.PREFERRED_LEADER_NOT_AVAILABLE
+        with self._replacing(key):  # no activation until the new leader's placement holds
+            old_dir = self._dir(topic, partition)
+            self._handles.pop(key, None)
+            try:
+                await asyncio.wait_for(handle.close.remote(), CALL_TIMEOUT_S)  # flush + clean-shutdown marker
+            except Exception as e:  # its files are recovered by whoever opens them next
+                log.warning("partition %s-%d: the old leader did not close cleanly: %s", topic, partition, e)
+            ray.kill(handle, no_restart=True)
+            await _name_released(actor_name(topic, partition))
+            steps["old_stopped"] = time.monotonic()
+            replica_placement.remember_assignment(rec)
+            replicas = rec["replicas"]
+            rec["replicas"] = [r for r in replicas if r["node_id"] == target] + \
+                [r for r in replicas if r["node_id"] != target]
+            rec["isr"] = [target] + [n for n in rec["isr"] if n != target]
+            follower_dirs = rec.setdefault("follower_dirs", {})
+            new_dir = follower_dirs.pop(target, None) or replica_placement.follower_dir(self.data_dir, target, topic,
+                                                                                       partition)
+            follower_dirs[old] = old_dir  # the old leader follows on the files it led with
+            rec.update(epoch=new_epoch, incarnation=None, directory=new_dir)
+            t["placement"][str(partition)] = {"node_id": target, "node_ip": self._alive[target]}
+            await self._save_soon()  # durable before the new leader (or anyone) uses the epoch
+            self._feed.publish(old, topic, partition, None)
+            await self._spawn_async(topic, partition, t)
         steps["new_started"] = time.monotonic()
         self._move_steps.append({"topic": topic, "partition": partition, "reason": reason, "at": steps["started"], **{
             k: round(v - steps["started"], 3) for k, v in steps.items() if k != "started"}})

@@ -58,7 +58,7 @@ class NodeWatch:
                 continue
             for p in range(t["partitions"]):
                 key = (topic, p)
-                if key in self._handles or key in self._activating or key in self._hibernating \
+                if key in self._handles or key in self._activating or key in self._stopping \
                         or self._is_offline(topic, p):
                     continue
                 by_node.setdefault(t["placement"][str(p)]["node_id"], []).append(

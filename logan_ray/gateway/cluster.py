@@ -36,7 +36,8 @@ def error_code(exc: BaseException) -> int:
     code = getattr(cause, "code", None)
     if isinstance(code, int) and code != -1:
         return code
-    if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)):
+    if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
+                        ray.exceptions.ActorUnschedulableError)):  # (its node drains: the leadership moves)
         return codes.NOT_LEADER_OR_FOLLOWER
     if isinstance(exc, (asyncio.TimeoutError, ray.exceptions.GetTimeoutError)):
         return codes.REQUEST_TIMED_OUT
@@ -59,7 +60,8 @@ def is_stale_route(exc: BaseException) -> bool:
     """True when the cached handle may point at an actor that no longer serves the partition."""
     import ray
 
-    if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ChannelClosedError)):
+    if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
+                        ray.exceptions.ActorUnschedulableError, ChannelClosedError)):
         return True
     return error_code(exc) == codes.NOT_LEADER_OR_FOLLOWER
 

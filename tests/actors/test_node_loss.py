@@ -10,13 +10,14 @@ own Ray runtime stays untouched.
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from tests.tooling.child_result import child_result
 
 HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gateway")
 
@@ -114,7 +115,7 @@ SCRIPT = textwrap.dedent(
 def test_partition_of_a_lost_node_waits_for_it_and_comes_back_with_its_records():
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=400)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
-    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r = child_result(out.stdout)
     assert r["before"] == [0, 10]
     assert r["status_row"]["offline"] is True and "127.0.0.2" in r["status_row"]["waiting_for"]
     assert "offline:" in r["cli_status"] and "(127.0.0.2)" in r["cli_status"]

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import textwrap
 
+from tests.tooling.child_result import child_result
+
 SCRIPT = textwrap.dedent(
     """
     import json, os, sys, tempfile
@@ -96,7 +98,7 @@ SCRIPT = textwrap.dedent(
 def test_partitions_spread_over_three_nodes_and_served_there():
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result = child_result(out.stdout)
     assert len(result["nodes"]) == 3
     assert result["planned"] == result["actual"]  # each partition runs on the node it was pinned to
     counts = {n: result["actual"].count(n) for n in result["nodes"]}

@@ -116,3 +116,18 @@ def test_spread_replaces_replicas_on_gone_nodes_and_leaves_a_balanced_cluster_al
     assert ra.spread({("t", 0): [A, B], ("t", 1): [B, C], ("t", 2): [C, A]}, [A, B, C]) == {}
     targets = ra.spread({("t", 0): [A, D], ("t", 1): [B, C]}, [A, B, C])
     assert targets == {("t", 0): [A, B]} or targets == {("t", 0): [A, C]}
+
+
+def test_spread_spreads_each_topic_not_only_the_total():
+    # "bal" sits on A and B only; a topic with more replicas ("big") already loads C: spreading the
+    # total alone would leave "bal" off C. Each topic is spread by itself, then the whole.
+    current = {("bal", 0): [A, B], ("bal", 1): [B, A], ("bal", 2): [A, B]}
+    current.update({("big", p): [C, A] if p % 2 else [C, B] for p in range(6)})
+    targets = ra.spread(current, [A, B, C])
+    after = {k: targets.get(k, v) for k, v in current.items()}
+    for topic in ("bal", "big"):
+        load = [sum(n in r for k, r in after.items() if k[0] == topic) for n in (A, B, C)]
+        assert max(load) - min(load) <= 1, (topic, load)
+    total = [sum(n in r for r in after.values()) for n in (A, B, C)]
+    assert max(total) - min(total) <= 1, total
+    assert all(len(set(r)) == len(r) for r in after.values())

@@ -5,12 +5,12 @@ auth on, although nothing was exported (``env -i`` with PATH and a new HOME).
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 
 from tests.cli.test_readme import minimal_env
+from tests.tooling.child_result import child_result
 
 SCRIPT = """
 import json, sys, ray, logan_ray
@@ -47,7 +47,7 @@ def test_connect_starts_its_own_loopback_ray_without_any_exported_variable(clien
             with open(current, "w") as f:
                 f.write(saved)
     assert r.returncode == 0, r.stderr.decode()[-3000:]
-    out = json.loads(r.stdout.decode().strip().splitlines()[-1])
+    out = child_result(r.stdout.decode())
     assert out["gcs"].startswith("127.0.0.1:") and out["node_ip"] == "127.0.0.1"
     assert out["topics"] == ["fresh"] and out["auth"] == "token"
     assert out["gcs"] != session_gcs

@@ -123,6 +123,7 @@ SCRIPT = textwrap.dedent(
         # 4. a drain of the leader's node (`logan-ray node drain`): leadership leaves it at once, and the
         # auto rebalance does not bring it back
         head = ray.get_runtime_context().get_node_id()
+        ray.get(c.router.set_leader_imbalance_check_interval.remote(3600))  # no move back before the drain
         if describe()["node_id"] == head:  # the driver and router live on the head: drain another node
             ray.get(c.router.move_leader.remote("moves", 0, next(n for n in describe()["isr"] if n != head)))
             wait_for(lambda: len(describe()["isr"]) == 3)
@@ -133,6 +134,7 @@ SCRIPT = textwrap.dedent(
         drained = wait_for(lambda: describe()["node_id"] != victim)
         drain_s = time.monotonic() - t0
         wait_for(lambda: len(acked) >= before + 100)
+        ray.get(c.router.set_leader_imbalance_check_interval.remote(1))
         time.sleep(3)  # three rebalance checks
         gap = max((b - a for a, b in zip(ack_times, ack_times[1:]) if b >= t0), default=None)
         out["drain"] = {"accepted": accepted, "moved": drained, "s": round(drain_s, 3),

@@ -28,6 +28,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from netns_hosts import TestBed
+from child_result import child_result
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(TESTS, "gateway"))
@@ -118,7 +119,7 @@ PROBE = textwrap.dedent("""
 def controller_state(bed: TestBed, head, p: int, follower: str = "-", want: int = 0, timeout: float = 0) -> dict:
     cmd = f"RAY_AUTH_MODE=token python3 -c {shlex.quote(STATE)} {TOPIC} {p} {follower} {want} {timeout}"
     out = bed.run(head, cmd, timeout=timeout + 90)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_result(out.stdout)
 
 
 def leader_seen(bootstrap: str, p: int) -> tuple[int, int]:
