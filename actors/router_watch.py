@@ -51,6 +51,8 @@ class NodeWatch:
         Runs every ``maintenance_interval_s`` (the interval active partitions check retention at);
         active partitions apply retention themselves.
         """
+        if self._stopping:  # partitions going inactive this moment are checked too, once they are
+            await asyncio.wait([asyncio.shield(f) for f in list(self._stopping.values())], timeout=30)
         by_node: dict[str, list[tuple[str, int, str, dict[str, str]]]] = {}
         for topic, t in list(self._meta["topics"].items()):
             cfg = self._effective(t)
