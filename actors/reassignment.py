@@ -172,31 +172,45 @@ def spread(partitions: dict[tuple[str, int], list[str]], alive: list[str]) -> di
                     total[new] += 1
     for topic in sorted({topic for topic, _p in targets}):
         _even_out(targets, sorted(k for k in targets if k[0] == topic), alive, total)
-    _even_out(targets, sorted(targets), alive, total)
+    _even_out(targets, sorted(targets), alive, total, keep_topics_even=True)
     return {k: v for k, v in targets.items() if v != partitions[k]}
 
 
 def _even_out(targets: dict[tuple[str, int], list[str]], keys: list[tuple[str, int]], alive: list[str],
-              total: dict[str, int]) -> None:
+              total: dict[str, int], keep_topics_even: bool = False) -> None:
     """Move replicas among the partitions ``keys`` (in ``targets``, in place) until, counting those
-    partitions only, no alive node holds two more than another (or no move helps); ``total`` (every
-    partition's count per node) breaks ties and is kept up to date."""
+    partitions only, no alive node holds two more than another (or no pair of nodes two apart has
+    a partition that can move: a replica set holds a node once); ``total`` (every
+    partition's count per node) breaks ties and is kept up to date. ``keep_topics_even``: move a
+    partition only from a node holding more of its topic than the receiving node, so a topic spread
+    evenly stays so (and a second rebalance finds nothing to do)."""
     load = {n: 0 for n in alive}
+    per_topic: dict[str, dict[str, int]] = {}
     for k in keys:
+        counts = per_topic.setdefault(k[0], {n: 0 for n in alive})
         for n in targets[k]:
             if n in load:
                 load[n] += 1
+                counts[n] += 1
     while True:
-        most = max(alive, key=lambda n: (load[n], total[n], -alive.index(n)))
-        low = min(alive, key=lambda n: (load[n], total[n], alive.index(n)))
-        if load[most] - load[low] <= 1:
+        move = None
+        for most in sorted(alive, key=lambda n: (-load[n], -total[n], alive.index(n))):
+            for low in sorted(alive, key=lambda n: (load[n], total[n], alive.index(n))):
+                if load[most] - load[low] <= 1:
+                    break
+                movable = [k for k in keys if most in targets[k] and low not in targets[k]
+                           and (not keep_topics_even or per_topic[k[0]][most] > per_topic[k[0]][low])]
+                if movable:
+                    move = most, low, movable
+                    break
+            if move is not None:
+                break
+        if move is None:  # even, or no pair of nodes two apart has a partition to move
             return
-        movable = [k for k in keys if most in targets[k] and low not in targets[k]]
-        if not movable:
-            return
+        most, low, movable = move
         key = next((k for k in movable if targets[k][0] != most), movable[0])
         nodes = targets[key]
         nodes[nodes.index(most)] = low
-        for count in (load, total):
+        for count in (load, total, per_topic[key[0]]):
             count[most] -= 1
             count[low] += 1

@@ -131,3 +131,22 @@ def test_spread_spreads_each_topic_not_only_the_total():
     total = [sum(n in r for r in after.values()) for n in (A, B, C)]
     assert max(total) - min(total) <= 1, total
     assert all(len(set(r)) == len(r) for r in after.values())
+
+
+def test_a_second_rebalance_finds_nothing_to_do():
+    # `logan-ray partitions rebalance` run twice moves nothing the second time, whatever the layout
+    import random
+
+    for seed in range(500):
+        r = random.Random(seed)
+        nodes = [f"n{i}" for i in range(r.randint(2, 5))]
+        alive = nodes[: r.randint(2, len(nodes))] + (["joined"] if r.random() < 0.7 else [])
+        current = {}
+        for t in range(r.randint(1, 4)):
+            factor = r.randint(1, min(3, len(nodes)))
+            for p in range(r.randint(1, 8)):
+                current[(f"t{t}", p)] = r.sample(nodes, factor)
+        first = ra.spread(current, alive)
+        after = {k: first.get(k, v) for k, v in current.items()}
+        assert all(len(set(v)) == len(v) for v in first.values()), seed  # a node once per replica set
+        assert ra.spread(after, alive) == {}, seed
