@@ -147,12 +147,15 @@ SCRIPT = textwrap.dedent(
         out["rebalance"] = [[k[0], k[1], m["error_code"]] for k, m in moves.items()]
         out["rebalance_done"] = wait_for(lambda: c.list_reassignments() == {}, 60)
         out["rebalance_s"] = round(time.monotonic() - t0, 3)
-        load = {n: 0 for n in endpoints}
-        for t in ("re", "bal"):
+        load, per_topic = {n: 0 for n in endpoints}, {}
+        for t in ("re", "bal", "__consumer_offsets"):  # every replicated topic
+            counts = per_topic[t] = {n: 0 for n in endpoints}
             for p in c.describe_topic(t)["partitions"]:
                 for n in p["replicas"]:
                     load[n] += 1
+                    counts[n] += 1
         out["load"] = sorted(load.values())
+        out["topic_loads"] = {t: sorted(v.values()) for t, v in per_topic.items()}
         out["third_holds_bal"] = any(third in p["replicas"] for p in c.describe_topic("bal")["partitions"])
         out["again"] = len(c.rebalance_replicas(dry_run=True))
         # CreatePartitions (Kafka's, from confluent-kafka) places the new partition's replicas on distinct nodes
@@ -184,7 +187,8 @@ def test_a_partition_moves_to_a_joined_node_while_acks_all_records_flow():
     assert "error" not in result, result["error"]
     assert out.returncode == 0, out.stderr[-3000:]
     print("figures:", json.dumps({k: result.get(k) for k in ("move_s", "rebalance_s", "total_s", "epochs", "listed",
-                                                              "metadata_during", "after", "load", "rebalance")})
+                                                              "metadata_during", "after", "load", "topic_loads",
+                                                              "rebalance")})
           + f" acked={len(result['acked'])}")
     assert result["isr_full"]
     assert list(result["alter"].values()) == [None]  # accepted
@@ -209,6 +213,8 @@ def test_a_partition_moves_to_a_joined_node_while_acks_all_records_flow():
     assert result["old_folder_gone"] and not result["strays_left"]
     assert result["rebalance"] and all(code == 0 for _t, _p, code in result["rebalance"])
     assert result["rebalance_done"] and result["third_holds_bal"], (result["rebalance"], result["load"])
+    # each topic spread over the three nodes, and the cluster as a whole
+    assert all(v[-1] - v[0] <= 1 for v in result["topic_loads"].values()), result["topic_loads"]
     assert result["load"][-1] - result["load"][0] <= 1, result["load"]
     assert result["again"] == 0  # balanced now
     new = result["new_partition"]
