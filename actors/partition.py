@@ -462,9 +462,12 @@ class PartitionActor:
         await self._wait_until(lambda: self._log.log_end_offset > offset, max_wait_ms)
         return self._log.log_end_offset
 
-    @in_use
+    @passive
     async def offsets(self) -> tuple[int, int]:
-        """(log start, high watermark): ListOffsets "latest" is the high watermark, as in Kafka."""
+        """(log start, high watermark): ListOffsets "latest" is the high watermark, as in Kafka.
+
+        Not traffic: the consumer-lag gauges of every group ask it of each partition every
+        ``metrics_interval_s`` (10 s), so as traffic it kept every partition a group reads awake."""
         return self._log.log_start_offset, self._high_watermark()
 
     @in_use

@@ -97,6 +97,19 @@ def test_a_waiting_long_poll_keeps_its_partition_awake_and_it_hibernates_after(c
     wait_hibernated(client, topic_name, {0})
 
 
+def test_monitoring_reads_of_its_offsets_do_not_keep_a_partition_awake(client, topic_name):
+    # the consumer-lag gauges of every group ask each partition its offsets every 10 s: as traffic,
+    # that kept every partition a group reads awake (42 of 50 in bench/partitions.py's run)
+    client.create_topic(topic_name, partitions=1, activate=False)
+    with client.producer(linger_ms=0) as producer:
+        producer.send(topic_name, b"x", partition=0).result(30)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (active_partitions(client, topic_name) or live_partition_actors(topic_name)):
+        assert client.partition_offsets(topic_name)[0] == (0, 1)  # more often than partition.idle.ms
+        time.sleep(0.1)
+    assert not active_partitions(client, topic_name) and not live_partition_actors(topic_name)
+
+
 def test_kafka_clients_keep_producing_and_consuming_across_hibernation(client, gateway, topic_name):
     from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -140,8 +153,8 @@ def test_activating_beyond_max_active_partitions_hibernates_the_least_recently_u
     ray.get(router.set_partition_idle_ms.remote(600_000))  # only the cap hibernates here
     client.create_topic(topic_name, partitions=3, activate=False)
     first, second = (ray.get(router.activate.remote(topic_name, p)) for p in (0, 1))
-    ray.get(second.offsets.remote())
-    ray.get(first.offsets.remote())  # partition 1 is now used less recently than partition 0
+    ray.get(second.read_records.remote(0))  # a Python handle's read is use (offsets are monitoring, not use)
+    ray.get(first.read_records.remote(0))  # partition 1 is now used less recently than partition 0
     active = {(r["topic"], r["partition"]) for r in client.status() if r.get("active")}
     previous = ray.get(router.set_max_active_partitions.remote(len(active)))
     try:
