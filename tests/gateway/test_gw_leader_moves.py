@@ -21,6 +21,7 @@ import textwrap
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tooling"))
+from child_result import child_result  # noqa: E402
 from history_checks import check_history  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -214,7 +215,7 @@ SCRIPT = textwrap.dedent(
 
 def test_leadership_moves_to_and_back_to_the_preferred_replica_without_losing_an_acknowledged_record():
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, errors="replace", timeout=400)
-    result = json.loads(next((ln for ln in reversed(out.stdout.splitlines()) if ln.startswith("{")), "{}"))
+    result = child_result(out.stdout, out.stderr)
     assert "error" not in result, result["error"]
     print("figures:", json.dumps({"moves": result.get("moves"), "drain": result.get("drain"),
                                   "ray_drain": result.get("ray_drain"), "move_steps": result.get("move_steps"),

@@ -20,9 +20,11 @@ import subprocess
 import sys
 import textwrap
 
-from test_gw_multinode import check_history
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tooling"))
+
+from child_result import child_result  # noqa: E402
+from history_checks import check_history  # noqa: E402
 
 SCRIPT = textwrap.dedent(
     """
@@ -183,7 +185,7 @@ SCRIPT = textwrap.dedent(
 
 def test_a_partition_moves_to_a_joined_node_while_acks_all_records_flow():
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, errors="replace", timeout=300)
-    result = json.loads(next((ln for ln in reversed(out.stdout.splitlines()) if ln.startswith("{")), "{}"))
+    result = child_result(out.stdout, out.stderr)
     assert "error" not in result, result["error"]
     assert out.returncode == 0, out.stderr[-3000:]
     print("figures:", json.dumps({k: result.get(k) for k in ("move_s", "rebalance_s", "total_s", "epochs", "listed",

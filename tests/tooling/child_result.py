@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 
 
-def child_result(stdout: str) -> dict:
-    """The last line of ``stdout`` that parses as a JSON object; AssertionError if there is none."""
+def child_result(stdout: str, stderr: str = "") -> dict:
+    """The last line of ``stdout`` that parses as a JSON object; AssertionError if there is none
+    (with the ends of ``stdout`` and ``stderr``: the child crashed before printing it)."""
     for line in reversed(stdout.splitlines()):
         line = line.strip()
         if line.startswith("{"):
@@ -21,4 +22,5 @@ def child_result(stdout: str) -> dict:
                 continue
             if isinstance(value, dict):
                 return value
-    raise AssertionError(f"the child printed no JSON result; its stdout ends: {stdout[-2000:]!r}")
+    raise AssertionError(f"the child printed no JSON result; its stdout ends: {stdout[-2000:]!r}; "
+                         f"its stderr ends: {stderr[-3000:]}")
