@@ -164,3 +164,36 @@ def follower_dir_of(data_dir: str, rec: dict[str, Any], node_id: str, topic: str
     """The folder of ``node_id``'s follower replica: where it was when it led (a leader that handed over
     in a controlled move follows on its own files), else :func:`follower_dir`."""
     return rec.get("follower_dirs", {}).get(node_id) or follower_dir(data_dir, node_id, topic, partition)
+
+
+def adopt_returned_replicas(rec: dict[str, Any], leader: str, alive: dict[str, str], data_dir: str, topic: str,
+                            partition: int) -> list[tuple[str, str]]:
+    """Give a follower replica whose node is gone to the alive node at its address: [(old node id, new)].
+
+    A machine that Ray declared dead comes back as a new Ray node (a new node id) with the same
+    address and the same disk, so the replica's folder is there: the new node takes the replica
+    over on that folder (``follower_dirs``) and its replica fetcher follows the leader from the
+    folder's log end, truncated by leader epoch, instead of the replica staying on a node id that
+    never returns (an ISR that could never grow back to the factor). Not the leader (an election
+    or the partition's placement handles it), not a node that is a replica already, not into the
+    ISR (the leader adds it back once it caught up). Changes ``rec`` in place.
+    """
+    swaps = []
+    ids = {r["node_id"] for r in rec.get("replicas") or ()}
+    for r in rec.get("replicas") or ():
+        old = r["node_id"]
+        if old == leader or old in alive:
+            continue
+        new = next((n for n, ip in sorted(alive.items()) if ip == r.get("node_ip") and n not in ids), None)
+        if new is None:
+            continue
+        follower_dirs = rec.setdefault("follower_dirs", {})
+        follower_dirs[new] = follower_dirs.pop(old, None) or follower_dir(data_dir, old, topic, partition)
+        r["node_id"] = new
+        ids.add(new)
+        if rec.get("assignment"):
+            rec["assignment"] = [new if n == old else n for n in rec["assignment"]]
+        if old in (rec.get("isr") or ()):
+            rec["isr"] = [n for n in rec["isr"] if n != old]
+        swaps.append((old, new))
+    return swaps

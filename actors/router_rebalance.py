@@ -213,13 +213,13 @@ class LeaderRebalance:
         self._move_steps.append({"topic": topic, "partition": partition, "reason": reason, "at": steps["started"], **{
             k: round(v - steps["started"], 3) for k, v in steps.items() if k != "started"}})
         # the followers (the old leader first of all) follow the new leader now, not at their next refresh
-        asyncio.get_running_loop().run_in_executor(None, _tell_followers, [r["node_id"] for r in rec["replicas"][1:]])
+        asyncio.get_running_loop().run_in_executor(None, tell_followers, [r["node_id"] for r in rec["replicas"][1:]])
         log.info("partition %s-%d: leadership moved from %s to %s at offset %d (%s), leader epoch %d; steps %s",
                  topic, partition, old[:8], target[:8], end, reason, new_epoch, self._move_steps[-1])
         return codes.NONE
 
 
-def _tell_followers(nodes: list[str]) -> None:
+def tell_followers(nodes: list[str]) -> None:
     """Ask these nodes' gateways to re-read their follower assignments (off the router's event loop:
     looking an actor up is a blocking GCS round trip)."""
     for node in nodes:

@@ -20,6 +20,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from logan_ray.storage.config import TopicConfig
 
+from . import reassignment, replica_placement
+from .router_rebalance import tell_followers
+
 
 log = logging.getLogger("logan_ray.router")
 WATCH_INTERVAL_S = 2.0  # how often Ray's view of nodes is read (partitions to take offline or bring back)
@@ -165,6 +168,7 @@ class NodeWatch:
             for topic, p in await self._elect_leaders():  # replicated partitions: failover from the ISR
                 changed = True
                 self._spawn(topic, p, self._meta["topics"][topic])
+            changed |= await self._adopt_returned_replicas()
             for (topic, p) in list(self._handles):
                 place = self._meta["topics"][topic]["placement"][str(p)]
                 if place["node_id"] not in self._alive:
@@ -182,6 +186,34 @@ class NodeWatch:
                 self._save()
             if self._meta["deleting"]:
                 await self._finish_deletions()
+
+
+    async def _adopt_returned_replicas(self) -> bool:
+        """Follower replicas of nodes Ray declared dead go to a node that came back at the same address
+        (``replica_placement.adopt_returned_replicas``): saved in a new leader epoch (a replica set
+        change, as a reassignment), then the leader and the new node's replica fetcher are told. True
+        when anything changed. The router's lock is held."""
+        changed = False
+        for topic, t in list(self._meta["topics"].items()):
+            if replica_placement.replication_factor(t) <= 1:
+                continue
+            for p in range(t["partitions"]):
+                rec = self._leader(t, p)
+                if reassignment.in_progress(rec):  # its target names node ids: the reassignment decides
+                    continue
+                swaps = replica_placement.adopt_returned_replicas(
+                    rec, t["placement"][str(p)]["node_id"], self._alive, self.data_dir, topic, p)
+                if not swaps:
+                    continue
+                rec["epoch"] += 1
+                await self._save_soon()  # durable before the leader or the new node act on it
+                for old, new in swaps:
+                    log.warning("partition %s-%d: replica of gone node %s taken over by %s at the same address, "
+                                "on its folder; leader epoch %d", topic, p, old[:8], new[:8], rec["epoch"])
+                await self._tell_leader(topic, p, t)
+                asyncio.get_running_loop().run_in_executor(None, tell_followers, [new for _old, new in swaps])
+                changed = True
+        return changed
 
 
 @ray.remote(num_cpus=0, max_retries=1)

@@ -85,3 +85,35 @@ def test_consumer_offsets_factor_is_offsets_topic_replication_factor_capped_at_t
     assert rp.internal_topic_factor(None, 2) == 2
     assert rp.internal_topic_factor(None, 5) == 3
     assert rp.internal_topic_factor(5, 4) == 4 and rp.internal_topic_factor(1, 3) == 1
+
+
+def test_a_follower_of_a_node_ray_declared_dead_goes_to_the_node_back_at_its_address_on_its_folder():
+    rec = {"replicas": [{"node_id": "lead", "node_ip": "10.0.0.1"}, {"node_id": "gone", "node_ip": "10.0.0.2"},
+                        {"node_id": "ok", "node_ip": "10.0.0.3"}],
+           "isr": ["lead", "ok"], "assignment": ["gone", "lead", "ok"], "epoch": 4}
+    alive = {"lead": "10.0.0.1", "ok": "10.0.0.3", "back": "10.0.0.2", "other": "10.0.0.9"}
+    swaps = rp.adopt_returned_replicas(rec, "lead", alive, "/data", "t", 0)
+    assert swaps == [("gone", "back")]
+    assert [r["node_id"] for r in rec["replicas"]] == ["lead", "back", "ok"]
+    assert rec["assignment"] == ["back", "lead", "ok"]  # still the preferred replica
+    assert rec["isr"] == ["lead", "ok"]  # joins the ISR only once it caught up
+    # on the folder the gone node's replica was written in, not a new empty one
+    assert rec["follower_dirs"]["back"] == rp.follower_dir("/data", "gone", "t", 0)
+    assert rp.adopt_returned_replicas(rec, "lead", alive, "/data", "t", 0) == []  # once
+
+
+def test_a_replica_is_not_adopted_by_another_address_by_a_replica_node_or_for_the_leader():
+    rec = {"replicas": [{"node_id": "gone-lead", "node_ip": "10.0.0.1"}, {"node_id": "gone", "node_ip": "10.0.0.2"},
+                        {"node_id": "ok", "node_ip": "10.0.0.3"}], "isr": ["gone-lead", "gone", "ok"],
+           "follower_dirs": {"gone": "/data/gone-led-here"}}
+    # nobody back at 10.0.0.2; 10.0.0.1 is back but that replica leads (elections and placement handle it)
+    assert rp.adopt_returned_replicas(
+        rec, "gone-lead", {"ok": "10.0.0.3", "new1": "10.0.0.1"}, "/data", "t", 0) == []
+    # the only node at 10.0.0.2 is a replica already: it cannot hold two replicas of one partition
+    rec["replicas"][2]["node_ip"] = "10.0.0.2"
+    assert rp.adopt_returned_replicas(rec, "gone-lead", {"ok": "10.0.0.2"}, "/data", "t", 0) == []
+    # a folder the gone node led in (a controlled move) is the one taken over; it leaves the ISR
+    rec["replicas"][2]["node_ip"] = "10.0.0.3"
+    assert rp.adopt_returned_replicas(
+        rec, "gone-lead", {"ok": "10.0.0.3", "back": "10.0.0.2"}, "/data", "t", 0) == [("gone", "back")]
+    assert rec["follower_dirs"] == {"back": "/data/gone-led-here"} and rec["isr"] == ["gone-lead", "ok"]
