@@ -357,6 +357,11 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
             del self._stopping[key]
             done.set_result(None)
 
+    async def _stopped(self, key: tuple[str, int]) -> None:
+        """Wait until no stop or replacement of the partition's actor is under way (:meth:`_replacing`)."""
+        while key in self._stopping:
+            await asyncio.shield(self._stopping[key])
+
     async def _activate(self, topic: str, partition: int):
         """The partition's actor, started on first need; concurrent first requests start it once.
 
@@ -366,8 +371,7 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         is gone and its new placement holds.
         """
         key = (topic, partition)
-        while key in self._stopping:
-            await asyncio.shield(self._stopping[key])
+        await self._stopped(key)
         fut = self._activating.get(key)
         if fut is None:
             handle = self._handles.get(key)

@@ -150,8 +150,7 @@ class LeaderControl:
                 log.warning("partition %s-%d: ISR member %s cannot take over: %s", topic, partition, new[:8], e)
                 continue
             key = (topic, partition)
-            while key in self._stopping:  # hibernating: its old actor goes first
-                await asyncio.shield(self._stopping[key])
+            await self._stopped(key)  # hibernating: its old actor goes first
             with self._replacing(key):  # no activation on the old node until the new placement holds
                 await self._kill_old_leader(topic, partition)
                 replica_placement.remember_assignment(rec)  # the preferred replica stays the first assigned

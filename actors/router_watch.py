@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -187,13 +188,13 @@ class NodeWatch:
             if self._meta["deleting"]:
                 await self._finish_deletions()
 
-
     async def _adopt_returned_replicas(self) -> bool:
         """Follower replicas of nodes Ray declared dead go to a node that came back at the same address
-        (``replica_placement.adopt_returned_replicas``): saved in a new leader epoch (a replica set
-        change, as a reassignment), then the leader and the new node's replica fetcher are told. True
-        when anything changed. The router's lock is held."""
-        changed = False
+        (``replica_placement.adopt_returned_replicas``), each partition in a new leader epoch (a replica
+        set change, as a reassignment); saved once, then the leaders and the new nodes' replica fetchers
+        are told. True when anything changed. The router's lock is held."""
+        changed: list[tuple[str, int, dict[str, Any]]] = []
+        new_nodes: set[str] = set()
         for topic, t in list(self._meta["topics"].items()):
             if replica_placement.replication_factor(t) <= 1:
                 continue
@@ -206,15 +207,18 @@ class NodeWatch:
                 if not swaps:
                     continue
                 rec["epoch"] += 1
-                await self._save_soon()  # durable before the leader or the new node act on it
                 for old, new in swaps:
                     log.warning("partition %s-%d: replica of gone node %s taken over by %s at the same address, "
                                 "on its folder; leader epoch %d", topic, p, old[:8], new[:8], rec["epoch"])
-                await self._tell_leader(topic, p, t)
-                asyncio.get_running_loop().run_in_executor(None, tell_followers, [new for _old, new in swaps])
-                changed = True
-        return changed
-
+                    new_nodes.add(new)
+                changed.append((topic, p, t))
+        if not changed:
+            return False
+        await self._save_soon()  # durable before the leaders or the new nodes act on it
+        for topic, p, t in changed:
+            await self._tell_leader(topic, p, t)
+        asyncio.get_running_loop().run_in_executor(None, tell_followers, sorted(new_nodes))
+        return True
 
 @ray.remote(num_cpus=0, max_retries=1)
 def _retention_due(items: list[tuple[str, dict[str, str]]]) -> list[bool]:

@@ -28,6 +28,14 @@ GATEWAYS_TTL_S = 2.0
 ZERO_UUID = uuid.UUID(int=0)
 
 
+def _actor_gone(exc: BaseException) -> bool:
+    """The call's actor is dead, unreachable, or cannot be placed (Ray refuses a node it drains)."""
+    import ray
+
+    return isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
+                            ray.exceptions.ActorUnschedulableError))
+
+
 def error_code(exc: BaseException) -> int:
     """Kafka error code for an exception from an actor call (Ray wraps the original)."""
     import ray
@@ -36,8 +44,7 @@ def error_code(exc: BaseException) -> int:
     code = getattr(cause, "code", None)
     if isinstance(code, int) and code != -1:
         return code
-    if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
-                        ray.exceptions.ActorUnschedulableError)):  # (its node drains: the leadership moves)
+    if _actor_gone(exc):  # the leadership moved or is moving: the client refreshes its metadata
         return codes.NOT_LEADER_OR_FOLLOWER
     if isinstance(exc, (asyncio.TimeoutError, ray.exceptions.GetTimeoutError)):
         return codes.REQUEST_TIMED_OUT
@@ -58,10 +65,7 @@ def record_errors(exc: BaseException) -> list[dict]:
 
 def is_stale_route(exc: BaseException) -> bool:
     """True when the cached handle may point at an actor that no longer serves the partition."""
-    import ray
-
-    if isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
-                        ray.exceptions.ActorUnschedulableError, ChannelClosedError)):
+    if _actor_gone(exc) or isinstance(exc, ChannelClosedError):
         return True
     return error_code(exc) == codes.NOT_LEADER_OR_FOLLOWER
 
