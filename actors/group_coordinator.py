@@ -87,9 +87,18 @@ class GroupCoordinatorActor:
         self.takeovers = 0  # partitions replayed here
         self.resignations = 0  # partitions given up because another node (or epoch) leads them
         logging.getLogger("logan_ray").setLevel(logging.INFO)
-        ctx = ray.get_runtime_context()
-        if ctx.was_current_actor_reconstructed:
-            ctx.current_actor.ready.remote()  # replay right away after a crash, not on the first request
+        self._restart_replay: asyncio.Task | None = None
+        if ray.get_runtime_context().was_current_actor_reconstructed:
+            # Replay right away after a crash, not on the first request. A task on our own loop (an
+            # async actor's constructor runs on it), not a call to our own handle: Ray fails a call
+            # submitted while it still sees this actor as restarting.
+            self._restart_replay = asyncio.get_running_loop().create_task(self._replay_after_restart())
+
+    async def _replay_after_restart(self) -> None:
+        try:
+            await self.ready()
+        except Exception as e:  # the first request replays then
+            log.warning("group coordinator: replay after a restart failed: %s", e)
 
     # ============================================================ loading
     async def ready(self) -> int:

@@ -652,6 +652,11 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         self._gateways.pop(node_id, None)
         self._sessions.forget(node_id)
 
+    async def registered_gateway(self, node_id: str) -> tuple[str, int] | None:
+        """A node's gateway endpoint as it registered, fenced or not: the port a restarted gateway
+        that picked a free one takes again, since clients know it."""
+        return self._gateways.get(node_id)
+
     async def gateways(self) -> dict[str, tuple[str, int]]:
         """The gateways of alive nodes (a node that died took its gateway with it), fenced ones left out
         (as Kafka's metadata leaves out fenced brokers)."""

@@ -49,52 +49,83 @@ class GatewayActor:
         self.cluster_id = cluster_id
         self.node_id = ray.get_runtime_context().get_node_id()
         self._gateway: Gateway | None = None
+        self._router: Any = None
         self._bound: tuple[str, int] | None = None
         self._register_task: asyncio.Task | None = None
         self._fetcher: ReplicaFetcher | None = None
         self._heartbeat: Heartbeat | None = None
         logging.getLogger("logan_ray").setLevel(logging.INFO)
-        ctx = ray.get_runtime_context()
-        self._restarted = ctx.was_current_actor_reconstructed
+        self._serving = asyncio.Lock()  # serve() awaits between its checks: one at a time
+        self._restarted = ray.get_runtime_context().was_current_actor_reconstructed
+        self._coming_back: asyncio.Task | None = None
         if self._restarted:
-            ctx.current_actor.serve.remote()  # come back up by ourselves after a crash
+            # Come back up by ourselves after a crash. Not a call to our own handle: Ray fails a call
+            # submitted while it still sees this actor as restarting (max_task_retries=0), and the
+            # gateway then stayed down. An async actor's constructor runs on its event loop.
+            self._coming_back = asyncio.get_running_loop().create_task(self._come_back())
+
+    async def _come_back(self) -> None:
+        """Serve again after a restart, retrying while the router is unreachable (it may be restarting too)."""
+        delay = 0.2
+        while True:
+            try:
+                endpoint = await self.serve()
+            except Exception as e:
+                log.warning("gateway: serving again after a restart failed (%s); retrying in %.1f s", e, delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+            else:
+                log.info("gateway: back after a restart on %s", endpoint)
+                return
 
     async def serve(self) -> str:
         """Start listening (idempotent); returns the advertised "host:port"."""
+        async with self._serving:
+            return await self._serve()
+
+    async def _serve(self) -> str:
+        # Each step is done once and skipped when a retry after a failure comes back to it.
         if self._gateway is None:
             from logan_ray.actors.router import ROUTER_NAME
 
             router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
             gateway = Gateway(router, self.node_id, cluster_id=self.cluster_id, max_frame_bytes=self.max_frame_bytes,
                               **self.limits)
+            bound = None
             if self._restarted and self.port == 0:
-                # started on a free port: come back on the port clients already know
-                previous = (await router.gateways.remote()).get(self.node_id)
+                # started on a free port: come back on the port clients already know, as registered
+                # (not as the metadata shows it: the node may be fenced by now, no heartbeat while down)
+                previous = await router.registered_gateway.remote(self.node_id)
                 if previous is not None:
                     try:
-                        self._bound = gateway.listen(self.host, previous[1])
+                        bound = gateway.listen(self.host, previous[1])
                     except OSError:
-                        self._bound = None
-            if self._bound is None:
-                self._bound = gateway.listen(self.host, self.port, **self._primary_security(gateway))
+                        bound = None
+            if bound is None:
+                bound = gateway.listen(self.host, self.port, **self._primary_security(gateway))
+            self._bound = bound
             if self.security is not None:
                 self._listen_secondaries(gateway)
-            self._gateway = gateway
-            self.port = self._bound[1]  # a restart re-binds the same port
+            self._gateway, self._router = gateway, router
+            self.port = bound[1]  # a restart re-binds the same port
+        gateway = self._gateway
+        if self._register_task is None:
             await self._register()
             self._register_task = asyncio.get_running_loop().create_task(self._keep_registered())
+        if self._heartbeat is None:
             settings = await gateway.cluster.settings()
-            self._heartbeat = Heartbeat(gateway.cluster, self.node_id,
-                                        settings.get("broker_session_timeout_ms", DEFAULT_BROKER_SESSION_TIMEOUT_MS),
-                                        settings.get("broker_heartbeat_interval_ms",
-                                                     DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS))
-            gateway.cluster.lease = self._heartbeat.lease
+            heartbeat = Heartbeat(gateway.cluster, self.node_id,
+                                  settings.get("broker_session_timeout_ms", DEFAULT_BROKER_SESSION_TIMEOUT_MS),
+                                  settings.get("broker_heartbeat_interval_ms", DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS))
+            gateway.cluster.lease = heartbeat.lease
             try:
-                await self._heartbeat.beat()  # a lease before the first produce
+                await heartbeat.beat()  # a lease before the first produce
             except Exception as e:
                 log.warning("gateway: first broker heartbeat failed: %s", e)
-            self._heartbeat.start()
-            self._fetcher = ReplicaFetcher(router, self.node_id)  # this node's follower replicas
+            heartbeat.start()
+            self._heartbeat = heartbeat
+        if self._fetcher is None:
+            self._fetcher = ReplicaFetcher(self._router, self.node_id)  # this node's follower replicas
             self._fetcher.start()
         return self.endpoint()
 
@@ -193,10 +224,15 @@ class GatewayActor:
 
     async def stop(self) -> None:
         """Stop listening, close connections and leave the router's broker list."""
+        if self._coming_back is not None:
+            self._coming_back.cancel()
+            self._coming_back = None
         if self._register_task is not None:
             self._register_task.cancel()
+            self._register_task = None
         if self._heartbeat is not None:
             self._heartbeat.stop()
+            self._heartbeat = None
         if self._fetcher is not None:
             await self._fetcher.stop()
             self._fetcher = None

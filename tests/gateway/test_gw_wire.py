@@ -539,14 +539,50 @@ def test_gateway_comes_back_after_sigkill(client, gateway, topic_name):
     actor = ray.get_actor(gateway_name(ray.get_runtime_context().get_node_id()), namespace="logan_ray")
     pid = get(actor.stats.remote())["pid"]
     os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + 60
+    _produce_once(gateway, topic_name, 60)
+    assert get(actor.stats.remote())["pid"] != pid
+
+
+def _produce_once(gateway: str, topic: str, within_s: float) -> None:
+    """Produce one batch to partition 0 of ``topic`` through ``gateway``, retrying refused connections."""
+    deadline = time.monotonic() + within_s
     while True:
         try:
             with Wire(gateway, timeout=5) as w:
-                r = w.call(PRODUCE, 9, produce_body(topic_name, 0, build_batch([b"after restart"])))
+                r = w.call(PRODUCE, 9, produce_body(topic, 0, build_batch([b"after restart"])))
                 assert r["responses"][0]["partition_responses"][0]["error_code"] == 0
-                break
+                return
         except (ConnectionError, OSError):
-            assert time.monotonic() < deadline, "the gateway did not come back"
+            assert time.monotonic() < deadline, f"no gateway on {gateway} within {within_s} s"
             time.sleep(0.5)
-    assert get(actor.stats.remote())["pid"] != pid
+
+
+def test_gateway_on_a_free_port_comes_back_on_it_after_its_broker_session_expired(client, gateway, topic_name):
+    """A gateway started on port 0, frozen past the broker session timeout (its node fenced) and then
+    SIGKILLed, listens again on the port it had: clients only know that one."""
+    import os
+    import signal
+
+    import ray
+
+    from logan_ray._ray import get
+    from logan_ray.actors.broker_lease import DEFAULT_BROKER_SESSION_TIMEOUT_MS
+    from logan_ray.gateway import gateway_name, start_gateways, stop_gateways
+
+    here = ray.get_runtime_context().get_node_id()
+    fixed_port = int(gateway.rsplit(":", 1)[1])
+    client.create_topic(topic_name, 1)
+    stop_gateways([here])
+    try:
+        endpoint = start_gateways("127.0.0.1", 0, nodes=[here])[here]
+        _produce_once(endpoint, topic_name, 30)
+        actor = ray.get_actor(gateway_name(here), namespace="logan_ray")
+        pid = get(actor.stats.remote())["pid"]
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(DEFAULT_BROKER_SESSION_TIMEOUT_MS / 1000 * 2)  # no heartbeat: the router fences the node
+        os.kill(pid, signal.SIGKILL)
+        _produce_once(endpoint, topic_name, 60)
+        assert get(actor.stats.remote())["endpoint"] == endpoint
+    finally:
+        stop_gateways([here])
+        assert start_gateways("127.0.0.1", fixed_port, nodes=[here])[here] == gateway

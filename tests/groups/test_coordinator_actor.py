@@ -188,6 +188,34 @@ def test_commit_restart_coordinator_resume_with_metadata(client, coordinator, to
                                                                                             (1, 20, 30, 10)}
 
 
+def test_a_coordinator_restarted_after_sigkill_replays_its_offsets_without_being_asked(client, coordinator,
+                                                                                      topic_name):
+    """Groups are served from memory at once after a crash: the replay starts in the restarted actor
+    itself, not at the first group request (stats() does not replay)."""
+    import os
+    import signal
+
+    client.create_topic(topic_name, partitions=1)
+    group = f"g-{topic_name}"
+    handle = group_coordinator(group)
+    body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",  # a standalone commit
+            "topics": [{"name": topic_name, "partitions": [{"partition_index": 0, "committed_offset": 3}]}]}
+    assert ray.get(handle.offset_commit.remote(body, 9))["topics"][0]["partitions"][0]["error_code"] == E.NONE
+    old_pid = ray.get(handle.pid.remote())
+    os.kill(old_pid, signal.SIGKILL)
+    try:
+        def replayed() -> bool:
+            try:
+                stats = ray.get(handle.stats.remote(), timeout=5)
+            except Exception:  # still restarting
+                return False
+            return stats["pid"] != old_pid and stats["load_ms"] > 0 and stats["loaded_records"] >= 1
+
+        wait_for(replayed, timeout=60, what="the replay of the restarted coordinator")
+    finally:
+        ensure_group_coordinator(initial_rebalance_delay_ms=200, min_session_timeout_ms=100)  # restart -> defaults
+
+
 def _restarted(handle, old_pid) -> bool:
     try:
         return ray.get(handle.pid.remote(), timeout=5) != old_pid and ray.get(handle.ready.remote(), timeout=30) >= 0
