@@ -168,32 +168,40 @@ def follower_dir_of(data_dir: str, rec: dict[str, Any], node_id: str, topic: str
 
 def adopt_returned_replicas(rec: dict[str, Any], leader: str, alive: dict[str, str], data_dir: str, topic: str,
                             partition: int) -> list[tuple[str, str]]:
-    """Give a follower replica whose node is gone to the alive node at its address: [(old node id, new)].
+    """Give a replica whose node is gone to the alive node at its address: [(old node id, new)].
 
     A machine that Ray declared dead comes back as a new Ray node (a new node id) with the same
     address and the same disk, so the replica's folder is there: the new node takes the replica
-    over on that folder (``follower_dirs``) and its replica fetcher follows the leader from the
-    folder's log end, truncated by leader epoch, instead of the replica staying on a node id that
-    never returns (an ISR that could never grow back to the factor). Not the leader (an election
-    or the partition's placement handles it), not a node that is a replica already, not into the
-    ISR (the leader adds it back once it caught up). Changes ``rec`` in place.
+    over on that folder instead of the replica staying on a node id that never returns (an ISR
+    that could never grow back to the factor). Never a node that is a replica already. Changes
+    ``rec`` in place.
+
+    - A follower: on its folder (``follower_dirs``); its replica fetcher follows the leader from
+      the folder's log end, truncated by leader epoch; not into the ISR (the leader adds it back
+      once it caught up).
+    - The leader (``leader``, the partition's placement), gone with no in-sync replica alive to
+      take over (else an election did): it leads again on its own files, keeping its place in the
+      ISR, as a Kafka broker back with the partition's last in-sync log does. The caller moves the
+      placement to the new node.
     """
     swaps = []
     ids = {r["node_id"] for r in rec.get("replicas") or ()}
     for r in rec.get("replicas") or ():
         old = r["node_id"]
-        if old == leader or old in alive:
+        if old in alive:
             continue
         new = next((n for n, ip in sorted(alive.items()) if ip == r.get("node_ip") and n not in ids), None)
         if new is None:
             continue
-        follower_dirs = rec.setdefault("follower_dirs", {})
-        follower_dirs[new] = follower_dirs.pop(old, None) or follower_dir(data_dir, old, topic, partition)
+        if old != leader:
+            follower_dirs = rec.setdefault("follower_dirs", {})
+            follower_dirs[new] = follower_dirs.pop(old, None) or follower_dir(data_dir, old, topic, partition)
+            rec["isr"] = [n for n in rec.get("isr") or () if n != old]
+        else:
+            rec["isr"] = [new if n == old else n for n in rec.get("isr") or ()]
         r["node_id"] = new
         ids.add(new)
         if rec.get("assignment"):
             rec["assignment"] = [new if n == old else n for n in rec["assignment"]]
-        if old in (rec.get("isr") or ()):
-            rec["isr"] = [n for n in rec["isr"] if n != old]
         swaps.append((old, new))
     return swaps

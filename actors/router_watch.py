@@ -189,10 +189,11 @@ class NodeWatch:
                 await self._finish_deletions()
 
     async def _adopt_returned_replicas(self) -> bool:
-        """Follower replicas of nodes Ray declared dead go to a node that came back at the same address
+        """Replicas of nodes Ray declared dead go to a node that came back at the same address
         (``replica_placement.adopt_returned_replicas``), each partition in a new leader epoch (a replica
         set change, as a reassignment); saved once, then the leaders and the new nodes' replica fetchers
-        are told. True when anything changed. The router's lock is held."""
+        are told. A returned leader (no in-sync replica took over) gets the placement too: the offline
+        loop that follows starts it there. True when anything changed. The router's lock is held."""
         changed: list[tuple[str, int, dict[str, Any]]] = []
         new_nodes: set[str] = set()
         for topic, t in list(self._meta["topics"].items()):
@@ -202,12 +203,19 @@ class NodeWatch:
                 rec = self._leader(t, p)
                 if reassignment.in_progress(rec):  # its target names node ids: the reassignment decides
                     continue
-                swaps = replica_placement.adopt_returned_replicas(
-                    rec, t["placement"][str(p)]["node_id"], self._alive, self.data_dir, topic, p)
+                leader = t["placement"][str(p)]["node_id"]
+                swaps = replica_placement.adopt_returned_replicas(rec, leader, self._alive, self.data_dir, topic, p)
                 if not swaps:
                     continue
                 rec["epoch"] += 1
                 for old, new in swaps:
+                    if old == leader:  # no in-sync replica took over: it leads again on its files
+                        t["placement"][str(p)] = {"node_id": new, "node_ip": self._alive[new]}
+                        getattr(self, "_unelectable", set()).discard((topic, p))  # warn again if it goes again
+                        log.warning("partition %s-%d: its leader's node %s is back as %s at the same address: "
+                                    "it leads again on its files; leader epoch %d", topic, p, old[:8], new[:8],
+                                    rec["epoch"])
+                        continue
                     log.warning("partition %s-%d: replica of gone node %s taken over by %s at the same address, "
                                 "on its folder; leader epoch %d", topic, p, old[:8], new[:8], rec["epoch"])
                     new_nodes.add(new)

@@ -187,6 +187,10 @@ class PartitionLog:
         """Cut every batch holding an offset >= ``offset``, durably; returns the new log end (:mod:`.log_replica`)."""
         return log_replica.truncate_to(self._st, offset)
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log and restart it at ``offset`` (a follower behind the leader's log start; :mod:`.log_replica`)."""
+        log_replica.truncate_fully_and_start_at(self._st, offset)
+
     # ------------------------------------------------------------ leader epochs
     @property
     def leader_epochs(self) -> LeaderEpochCache:

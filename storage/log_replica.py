@@ -16,6 +16,11 @@ producer state is rebuilt, the recovery point and the epoch cache are moved
 back. The recovery point is lowered durably *before* any file is cut (a crash
 in between can only bring back records that are then rescanned, never trust
 records that are gone), and the cut itself is fsynced before the call returns.
+
+:func:`truncate_fully_and_start_at` empties the log and restarts it at a later
+offset (Kafka's ``truncateFullyAndStartAt``), as a follower does whose log end
+is below the leader's log start (a new replica of a partition whose retention or
+DeleteRecords moved on, or a follower away for longer than the retention).
 """
 from __future__ import annotations
 
@@ -29,7 +34,9 @@ from .log_append import AppendInfo, write_batches
 from .log_lifecycle import replay_headers
 from .log_state import LogState
 from .producer_snapshot import delete_snapshots, load_producer_state
-from .recovery import RECOVERY_POINT_FILE, write_checkpoint
+from . import pending_deletes
+from .recovery import LOG_START_FILE, RECOVERY_POINT_FILE, write_checkpoint
+from .segment import Segment
 from .sync import fdatasync, fsync_dir
 
 log = logging.getLogger(__name__)
@@ -161,3 +168,46 @@ def _cut_segment(seg, position: int, new_end: int) -> None:
         seg.rolling_base_ms = None
     seg.write_indexes(rewrite=True)
 
+
+
+def truncate_fully_and_start_at(st: LogState, offset: int) -> None:
+    """Drop every record and make the log start and end at ``offset``: at or past its log end, or
+    anywhere when it holds no record (the first batch a leader sends may start below the offset a
+    follower asked for: the leader's log start can lie inside a batch, after DeleteRecords).
+
+    Crash-safe by order: the new log start is checkpointed (fsynced) first, so a
+    crash at any later point reopens a log that starts at ``offset`` or, before
+    the new segment exists, at its old end (opening clamps the start to the end;
+    the follower then asks again). Never a log with the old records and a gap.
+    The old segments go through the delayed deletion of retention; the epoch
+    cache and the producer state are emptied, as Kafka's.
+    """
+    with st.flush_lock, st.lock:
+        st.check_open()
+        if st.closing:
+            raise LogClosedError(f"partition log {st.name} is closing")
+        if offset < st.log_end and st.log_start < st.log_end:
+            raise InvalidRecordError(f"partition log {st.name}: cannot restart at {offset}, below its log end "
+                                     f"{st.log_end} (truncate to a point instead)")
+        if offset == st.log_start == st.log_end:
+            return
+        now = st.clock()
+        dropped = list(st.segments)
+        try:
+            write_checkpoint(st.path(LOG_START_FILE), offset, durable=True)
+            new = Segment.create(st.directory, offset, index_bytes=st.config.segment_index_bytes,
+                                 index_interval=st.config.index_interval_bytes)
+            fsync_dir(st.directory)
+            st.segments, st.bases = [new], [offset]
+            st.log_start = st.log_end = st.recovery_point = offset
+            write_checkpoint(st.path(RECOVERY_POINT_FILE), offset, durable=True)
+        except OSError as e:
+            raise st.go_offline(f"truncate fully and start at {offset}", e) from e
+        pending_deletes.schedule(st, dropped, now)
+        st.leader_epochs.truncate_from_end(0)
+        delete_snapshots(st.directory, below=offset + 1)
+        st.producer_state, st.producer_load = load_producer_state(
+            st.directory, log_end=offset, fallback_from=offset, replay=lambda start: replay_headers(st, start),
+            now_ms=now, expiration_ms=st.producer_id_expiration_ms, log_append_time=st.config.log_append_time,
+        )
+        log.warning("%s truncated fully: it starts at offset %d now (the leader's log start)", st.name, offset)

@@ -11,8 +11,11 @@ fetch offset is the follower's log end, which is how the leader learns the
 follower's position (there is no separate report). Records are written with
 ``append_as_follower`` (the leader's bytes, as they are); a ``diverging_epoch``
 answer is resolved as Kafka's ``getOffsetTruncationState`` and cut with
-``truncate_to`` before the next fetch. The follower's high watermark is the
-leader's, from each answer. Leader changes are followed by re-reading the
+``truncate_to`` before the next fetch; an OFFSET_OUT_OF_RANGE answer to a
+follower whose log ends below the leader's log start empties it and restarts it
+there (``truncate_fully_and_start_at``). The follower's high watermark is the
+leader's, from each answer, and its log start follows the leader's (retention,
+DeleteRecords) up to that high watermark. Leader changes are followed by re-reading the
 assignments from the router (the controller) every second, at once after a
 fencing or not-leader error.
 """
@@ -26,7 +29,7 @@ from typing import Any
 
 from logan_ray.actors.names import broker_id
 from logan_ray.protocol import decode_response, encode_request
-from logan_ray.storage.batch_header import LOG_OVERHEAD
+from logan_ray.storage.batch_header import LOG_OVERHEAD, header_at
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.hw_checkpoint import CHECKPOINT_INTERVAL_S, read_high_watermark, write_high_watermark
 from logan_ray.storage.log import PartitionLog
@@ -39,6 +42,7 @@ MAX_WAIT_MS = 500  # long poll at the leader (Kafka's replica.fetch.wait.max.ms)
 PARTITION_MAX_BYTES = 1 << 20  # Kafka's replica.fetch.max.bytes
 RESPONSE_MAX_BYTES = 10 << 20  # Kafka's replica.fetch.response.max.bytes
 BACKOFF_S = 0.5  # after a failed fetch (Kafka's replica.fetch.backoff.ms is 1000)
+OFFSET_OUT_OF_RANGE = 1
 _REFRESH_ERRORS = {3, 6, 74, 75, 100}  # unknown partition, not leader, fenced/unknown epoch, unknown topic id
 
 
@@ -252,6 +256,14 @@ class ReplicaFetcher:
                 if f is None or self._followers.get((f.topic, f.partition)) is not f:
                     continue  # no longer followed here
                 code = p["error_code"]
+                leader_start = p.get("log_start_offset", -1)
+                if code == OFFSET_OUT_OF_RANGE and leader_start > f.log.log_end_offset:
+                    # Behind the leader's log start (a new replica of a partition whose retention or
+                    # DeleteRecords moved on, or away longer than the retention): start over there,
+                    # as Kafka's fetcher does (truncateFullyAndStartAt).
+                    await asyncio.to_thread(f.log.truncate_fully_and_start_at, leader_start)
+                    f.high_watermark = leader_start
+                    continue
                 if code:
                     progressed = False
                     if code in _REFRESH_ERRORS:
@@ -268,6 +280,19 @@ class ReplicaFetcher:
                     continue
                 data = whole_batches(p.get("records") or b"")
                 if len(data):
+                    first = header_at(data)
+                    end = f.log.log_end_offset
+                    if f.log.log_start_offset == end and first.base_offset < end <= \
+                            first.base_offset + first.last_offset_delta:
+                        # an empty log restarted at the leader's log start, which lies inside this batch
+                        # (DeleteRecords): start at the batch instead, as Kafka's follower does; the log
+                        # start follows the leader's again below
+                        await asyncio.to_thread(f.log.truncate_fully_and_start_at, first.base_offset)
                     await asyncio.to_thread(f.log.append_as_follower, data)
                 f.high_watermark = min(p["high_watermark"], f.log.log_end_offset)
+                if f.log.log_start_offset < leader_start and f.log.log_start_offset < f.high_watermark:
+                    # the leader's retention or DeleteRecords moved its log start: follow it (up to our
+                    # high watermark), so this replica, if elected, serves no record the leader deleted
+                    await asyncio.to_thread(f.log.delete_records, min(leader_start, f.high_watermark),
+                                            high_watermark=f.high_watermark)
         return progressed

@@ -102,18 +102,33 @@ def test_a_follower_of_a_node_ray_declared_dead_goes_to_the_node_back_at_its_add
     assert rp.adopt_returned_replicas(rec, "lead", alive, "/data", "t", 0) == []  # once
 
 
-def test_a_replica_is_not_adopted_by_another_address_by_a_replica_node_or_for_the_leader():
-    rec = {"replicas": [{"node_id": "gone-lead", "node_ip": "10.0.0.1"}, {"node_id": "gone", "node_ip": "10.0.0.2"},
-                        {"node_id": "ok", "node_ip": "10.0.0.3"}], "isr": ["gone-lead", "gone", "ok"],
+def test_a_replica_is_not_adopted_by_another_address_or_by_a_replica_node():
+    rec = {"replicas": [{"node_id": "lead", "node_ip": "10.0.0.1"}, {"node_id": "gone", "node_ip": "10.0.0.2"},
+                        {"node_id": "ok", "node_ip": "10.0.0.3"}], "isr": ["lead", "gone", "ok"],
            "follower_dirs": {"gone": "/data/gone-led-here"}}
-    # nobody back at 10.0.0.2; 10.0.0.1 is back but that replica leads (elections and placement handle it)
-    assert rp.adopt_returned_replicas(
-        rec, "gone-lead", {"ok": "10.0.0.3", "new1": "10.0.0.1"}, "/data", "t", 0) == []
+    # nobody back at 10.0.0.2
+    assert rp.adopt_returned_replicas(rec, "lead", {"lead": "10.0.0.1", "ok": "10.0.0.3"}, "/data", "t", 0) == []
     # the only node at 10.0.0.2 is a replica already: it cannot hold two replicas of one partition
     rec["replicas"][2]["node_ip"] = "10.0.0.2"
-    assert rp.adopt_returned_replicas(rec, "gone-lead", {"ok": "10.0.0.2"}, "/data", "t", 0) == []
+    assert rp.adopt_returned_replicas(rec, "lead", {"lead": "10.0.0.1", "ok": "10.0.0.2"}, "/data", "t", 0) == []
     # a folder the gone node led in (a controlled move) is the one taken over; it leaves the ISR
     rec["replicas"][2]["node_ip"] = "10.0.0.3"
     assert rp.adopt_returned_replicas(
-        rec, "gone-lead", {"ok": "10.0.0.3", "back": "10.0.0.2"}, "/data", "t", 0) == [("gone", "back")]
-    assert rec["follower_dirs"] == {"back": "/data/gone-led-here"} and rec["isr"] == ["gone-lead", "ok"]
+        rec, "lead", {"lead": "10.0.0.1", "ok": "10.0.0.3", "back": "10.0.0.2"}, "/data", "t", 0) == [("gone", "back")]
+    assert rec["follower_dirs"] == {"back": "/data/gone-led-here"} and rec["isr"] == ["lead", "ok"]
+
+
+def test_a_gone_leader_back_at_its_address_leads_again_on_its_files_and_keeps_its_isr_place():
+    """No in-sync replica was alive to take over (the partition waited, offline): the leader's machine
+    returns as a new Ray node and leads again, as a Kafka broker back with the last in-sync log does."""
+    rec = {"replicas": [{"node_id": "gone-lead", "node_ip": "10.0.0.1"}, {"node_id": "gone", "node_ip": "10.0.0.2"}],
+           "isr": ["gone-lead"], "assignment": ["gone-lead", "gone"], "directory": "/data/t-0", "epoch": 7}
+    swaps = rp.adopt_returned_replicas(rec, "gone-lead", {"back": "10.0.0.1"}, "/data", "t", 0)
+    assert swaps == [("gone-lead", "back")]
+    assert [r["node_id"] for r in rec["replicas"]] == ["back", "gone"] and rec["assignment"] == ["back", "gone"]
+    assert rec["isr"] == ["back"]  # in the ISR: it holds every acknowledged record
+    assert "follower_dirs" not in rec and rec["directory"] == "/data/t-0"  # its own leader folder
+    # the follower's machine returns later: a follower again, outside the ISR until caught up
+    assert rp.adopt_returned_replicas(rec, "back", {"back": "10.0.0.1", "back2": "10.0.0.2"}, "/data", "t", 0) \
+        == [("gone", "back2")]
+    assert rec["isr"] == ["back"] and rec["follower_dirs"]["back2"] == rp.follower_dir("/data", "gone", "t", 0)

@@ -2,13 +2,14 @@
 
 Two nodes first: an RF=2 topic (``min.insync.replicas=2``) gets an idempotent ``acks=all``
 confluent-kafka producer writing without pause, and an RF=2 topic without data sits on both nodes.
-A third node joins (with its gateway). Through the gateway, kafka-python's admin client reassigns
+A third node joins (with its gateway). DeleteRecords moves the written partition's log start to
+101, so the new replica must start there (not at 0). Through the gateway, kafka-python's admin client reassigns
 the written partition to the follower and the new node, dropping the leader's node
 (AlterPartitionReassignments); ListPartitionReassignments and Metadata show the union while the new
 replica is built by fetching; once it is in sync, leadership moves by the controlled move and the
 target becomes the replica set. Then ``rebalance_replicas`` (``logan-ray partitions rebalance``)
-spreads the other topic's replicas onto the new node. Checked: every acknowledged record is read back
-once at its offset, the producer saw no error, the new replica's segment files equal the leader's byte
+spreads the other topic's replicas onto the new node. Checked: every acknowledged record from the log
+start on is read back once at its offset, the producer saw no error, the new replica's segment files are the leader's tail byte
 for byte, the removed replica's folder is gone, Metadata shows the target, each change a new epoch.
 Runs in a child process: the session's own Ray runtime stays untouched.
 """
@@ -89,6 +90,8 @@ SCRIPT = textwrap.dedent(
         producer = threading.Thread(target=produce, daemon=True)
         producer.start()
         wait_for(lambda: len(acked) >= 200)
+        # the leader's log start moves past 0 (DeleteRecords): the new replica starts there, not at 0
+        out["low"] = low = c.delete_records("re", {0: 101})[0]
 
         epochs = [describe()["leader_epoch"]]
         admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
@@ -111,16 +114,16 @@ SCRIPT = textwrap.dedent(
         stop.set()
         producer.join(120)
         out["errors"] = errors
-        out["acked"] = acked
+        out["acked"] = [a for a in acked if a[0] >= low]
         md = AdminClient({"bootstrap.servers": bootstrap}).list_topics("re", timeout=30).topics["re"].partitions[0]
         out["metadata_after"] = {"leader": md.leader, "replicas": sorted(md.replicas)}
         out["target"] = sorted(target)
         out["added_removed"] = [broker_id(third), broker_id(leader)]
 
         rc = Consumer({"bootstrap.servers": bootstrap, "group.id": "re-check", "enable.auto.commit": False})
-        rc.assign([TopicPartition("re", 0, 0)])
+        rc.assign([TopicPartition("re", 0, low)])
         read, deadline = [], time.monotonic() + 60
-        while len(read) < len(acked) and time.monotonic() < deadline:
+        while len(read) < len(out["acked"]) and time.monotonic() < deadline:
             m = rc.poll(1.0)
             if m is not None and m.error() is None:
                 read.append([m.offset(), m.value().decode()])
@@ -136,7 +139,10 @@ SCRIPT = textwrap.dedent(
         lead_dir = meta["topics"]["re"]["leaders"]["0"]["directory"]
         def logs(folder):
             return {os.path.basename(f): open(f, "rb").read() for f in sorted(glob.glob(os.path.join(folder, "*.log")))}
-        out["same_bytes"] = logs(lead_dir) == logs(state["directory"]) and sum(map(len, logs(lead_dir).values())) > 0
+        # the new replica began at the log start: it holds the leader's tail, byte for byte
+        lead_bytes, new_bytes = b"".join(logs(lead_dir).values()), b"".join(logs(state["directory"]).values())
+        out["same_bytes"] = len(new_bytes) > 0 and lead_bytes.endswith(new_bytes)
+        out["new_replica_start"] = min(int(os.path.basename(f)[:20]) for f in logs(state["directory"]))
         out["new_replica_end"] = [state["log_end"], end]
         old_dir = os.path.join(data_dir, "re-0")
         out["old_folder_gone"] = wait_for(lambda: not os.path.exists(old_dir), 20)
@@ -211,7 +217,9 @@ def test_a_partition_moves_to_a_joined_node_while_acks_all_records_flow():
     assert result["unflushed"] == 0 and result["errors"] == []
     assert check_history(result["acked"], result["read"]) == []
     assert len(result["read"]) == len(result["acked"])
+    assert result["low"] == 101
     assert result["same_bytes"], result["new_replica_end"]
+    assert 0 < result["new_replica_start"] <= 101  # built from the log start (or the batch holding it), not from 0
     assert result["old_folder_gone"] and not result["strays_left"]
     assert result["rebalance"] and all(code == 0 for _t, _p, code in result["rebalance"])
     assert result["rebalance_done"] and result["third_holds_bal"], (result["rebalance"], result["load"])

@@ -81,3 +81,54 @@ def test_an_error_from_the_leader_asks_for_fresh_assignments_and_writes_nothing(
     assert asyncio.run(run()) == (False, True)
     assert log_.log_end_offset == 0
     log_.close()
+
+
+def test_a_follower_behind_the_leaders_log_start_restarts_there_and_then_follows_it(tmp_path):
+    """OFFSET_OUT_OF_RANGE with the leader's log start past the follower's end (a new replica of a
+    partition whose retention moved on): the follower starts over at the leader's log start, fetches
+    from there, and later moves its log start with the leader's (DeleteRecords)."""
+    log_ = PartitionLog(str(tmp_path / "t-0"))
+    log_.append_as_follower(batch(0, 0, b"old"))
+    fetcher = ReplicaFetcher(router=None, node_id="0" * 40)
+    f = Follower("t", 0, leader="1" * 40, leader_epoch=2, log=log_)
+    fetcher._followers[("t", 0)] = f
+    body = answer(hw=120)
+    body["responses"][0]["partitions"][0].update(error_code=1, log_start_offset=100)
+    asyncio.run(fetcher._apply([f], body))
+    assert (log_.log_start_offset, log_.log_end_offset) == (100, 100)
+    assert fetcher._request([f])["topics"][0]["partitions"][0]["fetch_offset"] == 100
+    more = answer(batch(100, 2, b"a", b"b") + batch(102, 2, b"c"), hw=103)
+    more["responses"][0]["partitions"][0]["log_start_offset"] = 100
+    assert asyncio.run(fetcher._apply([f], more))
+    assert log_.log_end_offset == 103 and log_.leader_epochs.entries == [(2, 100)]
+    moved = answer(hw=103)
+    moved["responses"][0]["partitions"][0]["log_start_offset"] = 102  # DeleteRecords on the leader
+    asyncio.run(fetcher._apply([f], moved))
+    assert log_.log_start_offset == 102
+    assert [r.value for r in decode_records(log_.read(102, 1 << 20))] == [b"c"]
+    # an out-of-range answer while the follower is not behind the log start changes nothing
+    ahead = answer(hw=103)
+    ahead["responses"][0]["partitions"][0].update(error_code=1, log_start_offset=90)
+    assert not asyncio.run(fetcher._apply([f], ahead))
+    assert (log_.log_start_offset, log_.log_end_offset) == (102, 103)
+    log_.close()
+
+
+def test_a_leaders_log_start_inside_a_batch_restarts_the_empty_follower_at_that_batch(tmp_path):
+    """DeleteRecords can put the leader's log start inside a batch; the follower that starts there gets
+    the whole batch: it restarts at the batch's base offset, appends it, then moves its log start up to
+    the leader's (Kafka's UnexpectedAppendOffsetException case)."""
+    log_ = PartitionLog(str(tmp_path / "t-0"))
+    fetcher = ReplicaFetcher(router=None, node_id="0" * 40)
+    f = Follower("t", 0, leader="1" * 40, leader_epoch=1, log=log_)
+    fetcher._followers[("t", 0)] = f
+    body = answer(hw=13)
+    body["responses"][0]["partitions"][0].update(error_code=1, log_start_offset=11)
+    asyncio.run(fetcher._apply([f], body))
+    assert log_.log_end_offset == 11
+    more = answer(batch(10, 1, b"a", b"b", b"c"), hw=13)  # offsets 10..12: the log start 11 is inside
+    more["responses"][0]["partitions"][0]["log_start_offset"] = 11
+    assert asyncio.run(fetcher._apply([f], more))
+    assert (log_.log_start_offset, log_.log_end_offset) == (11, 13)
+    assert [r.offset for r in decode_records(log_.read(11, 1 << 20)) if r.offset >= 11] == [11, 12]
+    log_.close()

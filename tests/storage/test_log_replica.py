@@ -140,3 +140,66 @@ def test_truncation_survives_a_power_loss(volatile, tmp_path):
     assert [h.partition_leader_epoch for _, h in iter_headers(again.read(0, 1 << 20))] == [0, 0]
     again.close()
     src.close()
+
+
+def test_truncate_fully_restarts_a_follower_at_the_leaders_log_start(tmp_path):
+    """A follower behind the leader's log start (retention moved on) empties its log and starts there:
+    segments, epochs and producer state go, the leader's batches from that offset append, a reopen
+    keeps it."""
+    leader = leader_with_epochs(tmp_path / "leader-0", segment_bytes=700)
+    lg = open_log(tmp_path / "follower-0", segment_bytes=700, file_delete_delay_ms=0)
+    lg.append_as_follower(leader.read(0, 1))  # the first batch only: offsets 0..1
+    assert leader.delete_records(6) == 6
+    with pytest.raises(InvalidRecordError):
+        lg.truncate_fully_and_start_at(1)  # below its own log end: truncate_to's job
+    lg.truncate_fully_and_start_at(6)
+    assert (lg.log_start_offset, lg.log_end_offset, lg.recovery_point) == (6, 6, 6)
+    assert [s.base_offset for s in lg.segments] == [6]
+    assert lg.leader_epochs.entries == [] and len(lg.producer_state) == 0
+    replicate(leader, lg)
+    assert leader.leader_epochs.entries == lg.leader_epochs.entries == [(3, 6), (5, 8)]
+    assert [r.value[:2] for r in all_records(lg)] == [b"v6", b"v7", b"v8", b"v9"]
+    lg.apply_retention()  # the delay ran out: the old segment's files go
+    assert not any(name.startswith("0" * 20) for name in os.listdir(tmp_path / "follower-0"))
+    lg.close()
+    again = open_log(tmp_path / "follower-0", segment_bytes=700)
+    assert (again.log_start_offset, again.log_end_offset) == (6, 10)
+    assert again.leader_epochs.entries == [(3, 6), (5, 8)]
+    # the producer state is the leader's batches' from offset 6: a retried batch is a duplicate, the next one fits
+    assert again.producer_state.check(header_at(idem(8, 2))) == (8, -1)
+    assert again.producer_state.check(header_at(idem(10, 1))) is None
+    again.close()
+    leader.close()
+
+
+def test_truncate_fully_survives_a_power_loss_and_never_shows_the_old_records(volatile, tmp_path):
+    """Durable when it returns; and a crash right after its first step (the log start checkpoint)
+    reopens a log whose old records are gone, not one with a gap."""
+    src = leader_with_epochs(tmp_path / "leader-0", segment_bytes=700)
+    folder = os.path.join(volatile.mountpoint, "follower-0")
+    lg = open_log(folder, segment_bytes=700)
+    replicate(src, lg)
+    lg.flush()
+    lg.truncate_fully_and_start_at(40)
+    lose_power(volatile, lg)
+    again = open_log(folder, segment_bytes=700)
+    assert (again.log_start_offset, again.log_end_offset) == (40, 40)
+    assert again.leader_epochs.entries == []
+    again.close()
+    src.close()
+
+
+def test_a_crash_between_the_log_start_checkpoint_and_the_new_segment_reopens_empty_at_the_old_end(tmp_path):
+    from logan_ray.storage.recovery import LOG_START_FILE, write_checkpoint
+
+    src = leader_with_epochs(tmp_path / "leader-0", segment_bytes=700)
+    lg = open_log(tmp_path / "follower-0", segment_bytes=700)
+    replicate(src, lg)
+    lg.close()
+    write_checkpoint(os.path.join(tmp_path / "follower-0", LOG_START_FILE), 40, durable=True)
+    again = open_log(tmp_path / "follower-0", segment_bytes=700)
+    assert (again.log_start_offset, again.log_end_offset) == (10, 10)  # nothing readable; it asks the leader again
+    again.truncate_fully_and_start_at(40)
+    assert (again.log_start_offset, again.log_end_offset) == (40, 40)
+    again.close()
+    src.close()
