@@ -1,7 +1,10 @@
-"""Per-partition metrics exported through ``ray.util.metrics``.
+"""Per-partition counters and latency histograms exported through ``ray.util.metrics``.
 
 They land on each node's Prometheus endpoint, which the Ray dashboard reads, so
-operators see logan-ray next to the rest of their Ray workloads.
+operators see logan-ray next to the rest of their Ray workloads. They only move
+while the partition is active, so its actor owns them; the log gauges (offsets,
+size, segments) are the node gateway's (``logan_ray/gateway/partition_gauges.py``),
+since an inactive partition has no process to publish them.
 """
 from __future__ import annotations
 
@@ -19,10 +22,6 @@ class PartitionMetrics:
         self.bytes_in = metrics.Counter("logan_ray_bytes_in", "Bytes appended", tag_keys=t)
         self.records_out = metrics.Counter("logan_ray_records_out", "Records served (by offset span)", tag_keys=t)
         self.bytes_out = metrics.Counter("logan_ray_bytes_out", "Bytes served", tag_keys=t)
-        self.log_start = metrics.Gauge("logan_ray_log_start_offset", "Log start offset", tag_keys=t)
-        self.log_end = metrics.Gauge("logan_ray_log_end_offset", "Log end offset", tag_keys=t)
-        self.size = metrics.Gauge("logan_ray_size_bytes", "Bytes on disk", tag_keys=t)
-        self.segments = metrics.Gauge("logan_ray_segments", "Segment count", tag_keys=t)
         self.append_ms = metrics.Histogram(
             "logan_ray_append_latency_ms", "Append latency", boundaries=_LATENCY_BOUNDARIES, tag_keys=t
         )
@@ -41,9 +40,3 @@ class PartitionMetrics:
         if nbytes:
             self.bytes_out.inc(nbytes, self._tags)
         self.read_ms.observe(ms, self._tags)
-
-    def log_state(self, start: int, end: int, size: int, segments: int) -> None:
-        self.log_start.set(start, self._tags)
-        self.log_end.set(end, self._tags)
-        self.size.set(size, self._tags)
-        self.segments.set(segments, self._tags)

@@ -188,7 +188,6 @@ class PartitionActor:
         self._channel: ChannelServer | None = None
         self._channel_started = False
         self._metrics = PartitionMetrics(topic, partition)
-        self._publish_state()
         pause_point(directory, "activate-opened")
         log.info("partition %s-%d opened in %.1f ms: offsets [%d, %d), leader epoch %d", topic, partition,
                  (time.perf_counter() - started) * 1e3, self._log.log_start_offset, self._log.log_end_offset,
@@ -377,7 +376,6 @@ class PartitionActor:
             self._new_data.set()
             self._new_data = None
         self._metrics.appended(records, nbytes, (time.perf_counter() - started) * 1e3)
-        self._publish_state()
 
     # ------------------------------------------------------------------- reads
     async def _wait_until(self, predicate, max_wait_ms: int) -> None:
@@ -533,7 +531,6 @@ class PartitionActor:
     async def delete_records(self, before_offset: int) -> int:
         refuse_internal(self.topic, "delete records of")
         low = self._log.delete_records(before_offset, high_watermark=self._high_watermark())
-        self._publish_state()
         return low
 
     @in_use
@@ -583,7 +580,6 @@ class PartitionActor:
         self._log.start_leader_epoch(self._leader_epoch)
         self._producers = self._log.producer_state
         self._group_commit = GroupCommit(self._log)
-        self._publish_state()
         log.warning("partition %s-%d reopened: offsets [%d, %d)", self.topic, self.partition,
                     self._log.log_start_offset, self._log.log_end_offset)
         return self._log.log_start_offset, self._log.log_end_offset
@@ -591,7 +587,6 @@ class PartitionActor:
     @in_use
     async def apply_retention(self) -> int:
         deleted = self._log.apply_retention()
-        self._publish_state()
         return deleted
 
     # ------------------------------------------------------------ compaction
@@ -610,7 +605,6 @@ class PartitionActor:
     async def install_cleaned(self, result) -> tuple[int, int, int, int]:
         """Swap the cleaner's finished segments in: the only compaction work done in this actor (ms)."""
         report = self._log.install_cleaned(result)
-        self._publish_state()
         return tuple(report)
 
     async def stats(self) -> dict[str, Any]:
@@ -748,10 +742,6 @@ class PartitionActor:
             self._channel.close()
             self._channel = None
 
-    def _publish_state(self) -> None:
-        self._metrics.log_state(self._log.log_start_offset, self._log.log_end_offset,
-                                self._log.size_bytes, self._log.segment_count)
-
     def _start_maintenance(self) -> None:
         if self._maintenance is None:
             self._maintenance = asyncio.get_running_loop().create_task(self._maintain())
@@ -802,7 +792,6 @@ class PartitionActor:
                 if flush_ms < self._maintenance_interval_s * 1000:
                     self._log.flush()
                 self._log.apply_retention()
-                self._publish_state()
             except Exception:  # keep maintaining; the error is logged for the operator
                 log.exception("maintenance of %s-%d failed", self.topic, self.partition)
 

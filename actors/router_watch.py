@@ -210,7 +210,13 @@ class NodeWatch:
                 rec["epoch"] += 1
                 for old, new in swaps:
                     if old == leader:  # no in-sync replica took over: it leads again on its files
-                        t["placement"][str(p)] = {"node_id": new, "node_ip": self._alive[new]}
+                        key = (topic, p)
+                        await self._stopped(key)
+                        with self._replacing(key):
+                            # Ray may still list the gone node's actor (restarting, unschedulable there):
+                            # end it, or the new node's start would get it by name
+                            await self._kill_old_leader(topic, p)
+                            t["placement"][str(p)] = {"node_id": new, "node_ip": self._alive[new]}
                         getattr(self, "_unelectable", set()).discard((topic, p))  # warn again if it goes again
                         log.warning("partition %s-%d: its leader's node %s is back as %s at the same address: "
                                     "it leads again on its files; leader epoch %d", topic, p, old[:8], new[:8],

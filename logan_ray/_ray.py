@@ -12,6 +12,11 @@ import ray
 from .actors.names import NAMESPACE  # noqa: F401  (re-exported for the client side)
 from .errors import LoganError, NotRunningError, RequestTimedOutError
 
+#: A call's actor is dead, unreachable, or cannot be placed (its node is gone or drained): the
+#: partition's leadership moved or is moving; the caller refreshes its route and tries again.
+ACTOR_GONE = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
+              ray.exceptions.ActorUnschedulableError)
+
 
 def get(refs: Any, timeout: float | None = None) -> Any:
     try:

@@ -40,7 +40,7 @@ from logan_ray.storage.compression import NONE, codec_id
 from logan_ray.storage.record_builder import build_batch
 from logan_ray.storage.records import Column
 
-from ._ray import get
+from ._ray import ACTOR_GONE, get
 from .errors import (
     CorruptRecordError,
     InvalidRecordError,
@@ -64,7 +64,7 @@ try:
     from ._send_path import SendPath as _SendPath  # built by pip install next to its source
 except ImportError:  # not built: Producer.send (Python) serves
     _SendPath = None
-_RETRIABLE = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError, ChannelClosedError)
+_RETRIABLE = (*ACTOR_GONE, ChannelClosedError)
 # Errors the partition raises while validating, before it writes a byte: the batch is surely not in the log.
 _REJECTED = (RecordTooLargeError, CorruptRecordError, InvalidRecordError, InvalidTimestampError,
              UnsupportedCompressionError)

@@ -24,7 +24,7 @@ from ray.data import Dataset
 from ray.data.block import BlockAccessor
 from ray.data.datasource import Datasink
 
-from logan_ray._ray import get
+from logan_ray._ray import ACTOR_GONE, get
 from logan_ray.errors import RecordTooLargeError
 from logan_ray.producer import COMPRESSION_HEADROOM, DEFAULT_MAX_MESSAGE_BYTES, HEADER_OVERHEAD, RECORD_OVERHEAD
 from logan_ray.storage.batch_header import HEADER_SIZE
@@ -38,7 +38,7 @@ from .values import encode_column
 BATCH_BYTES = 512 << 10  # bytes per batch at most; the topic's max.message.bytes may lower it
 APPEND_BATCHES = RETAINED_BATCHES  # batches per append call: what the broker's duplicate window covers
 RETRIES = 10
-_RETRIABLE = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
+_RETRIABLE = ACTOR_GONE
 
 Partitioner = Callable[[Any, int], int]
 

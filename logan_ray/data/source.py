@@ -26,7 +26,7 @@ from ray.data import Dataset
 from ray.data.block import BlockMetadata
 from ray.data.datasource import Datasource, ReadTask
 
-from logan_ray._ray import get
+from logan_ray._ray import ACTOR_GONE, get
 from logan_ray.common.errors import NotRunningError, PartitionHibernatedError
 from logan_ray.storage.batch_header import iter_headers
 from logan_ray.storage.errors import CorruptRecordError, OffsetOutOfRangeError
@@ -202,8 +202,7 @@ def read_range(rng: ReadRange, opts: ReadOptions) -> Iterator[pa.Table]:
         try:
             try:
                 data = _read_chunk(rng, offset, opts.chunk_bytes, local)
-            except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
-                    NotRunningError, PartitionHibernatedError):
+            except (*ACTOR_GONE, NotRunningError, PartitionHibernatedError):
                 rng = _reresolved(rng)  # the partition hibernated (or restarted) since planning
                 data = _read_chunk(rng, offset, opts.chunk_bytes, local)
             nxt = _next_offset(data) if data else None

@@ -22,6 +22,7 @@ from logan_ray.actors.broker_lease import DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS, 
 from logan_ray.actors.names import gateway_name
 
 from .heartbeat import Heartbeat
+from .partition_gauges import PartitionGauges
 from .replica_fetcher import ReplicaFetcher
 from .server import MAX_FRAME_BYTES, Gateway
 
@@ -54,6 +55,7 @@ class GatewayActor:
         self._register_task: asyncio.Task | None = None
         self._fetcher: ReplicaFetcher | None = None
         self._heartbeat: Heartbeat | None = None
+        self._gauges: PartitionGauges | None = None
         logging.getLogger("logan_ray").setLevel(logging.INFO)
         self._serving = asyncio.Lock()  # serve() awaits between its checks: one at a time
         self._restarted = ray.get_runtime_context().was_current_actor_reconstructed
@@ -127,6 +129,9 @@ class GatewayActor:
         if self._fetcher is None:
             self._fetcher = ReplicaFetcher(self._router, self.node_id)  # this node's follower replicas
             self._fetcher.start()
+        if self._gauges is None:
+            self._gauges = PartitionGauges(self._router, self.node_id)  # also of its inactive partitions
+            self._gauges.start()
         return self.endpoint()
 
     def _primary_security(self, gateway: Gateway) -> dict[str, Any]:
@@ -208,6 +213,10 @@ class GatewayActor:
                  listeners={n: f"{h}:{p}" for n, (h, p) in self._listener_advertised().items()})
         return s
 
+    async def publish_gauges(self) -> int:
+        """Publish the log gauges of this node's partitions now (else every 10 s); returns how many."""
+        return await self._gauges.publish() if self._gauges is not None else 0
+
     async def replica_state(self) -> dict[str, dict[str, Any]]:
         """This node's follower replicas: log end, high watermark, leader and epoch of each."""
         return self._fetcher.state() if self._fetcher is not None else {}
@@ -236,6 +245,9 @@ class GatewayActor:
         if self._fetcher is not None:
             await self._fetcher.stop()
             self._fetcher = None
+        if self._gauges is not None:
+            self._gauges.stop()
+            self._gauges = None
         if self._gateway is not None:
             self._gateway.close()
             try:

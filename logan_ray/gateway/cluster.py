@@ -14,6 +14,7 @@ import time
 import uuid
 from typing import Any, Awaitable, Callable, Iterable
 
+from logan_ray._ray import ACTOR_GONE
 from logan_ray.actors.channel import ChannelClosedError, ChannelLink
 from logan_ray.actors.names import broker_id
 from logan_ray.common.errors import PartitionHibernatedError
@@ -30,10 +31,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 def _actor_gone(exc: BaseException) -> bool:
     """The call's actor is dead, unreachable, or cannot be placed (Ray refuses a node it drains)."""
-    import ray
-
-    return isinstance(exc, (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError,
-                            ray.exceptions.ActorUnschedulableError))
+    return isinstance(exc, ACTOR_GONE)
 
 
 def error_code(exc: BaseException) -> int:

@@ -142,8 +142,10 @@ class ReplicaFetcher:
         self._stale.set()
 
     def state(self) -> dict[str, dict[str, Any]]:
-        """{"topic-partition": {log_end, high_watermark, leader, leader_epoch, directory}} of every follower."""
-        return {f"{t}-{p}": {"log_end": f.log.log_end_offset, "high_watermark": f.high_watermark,
+        """{"topic-partition": {log_start, log_end, high_watermark, leader, leader_epoch, directory}} of every
+        follower."""
+        return {f"{t}-{p}": {"log_start": f.log.log_start_offset, "log_end": f.log.log_end_offset,
+                             "high_watermark": f.high_watermark,
                              "leader": f.leader, "leader_epoch": f.leader_epoch, "directory": f.log.directory}
                 for (t, p), f in self._followers.items()}
 

@@ -12,10 +12,10 @@ import json
 import time
 from typing import AsyncIterator, Literal, Optional
 
-import ray
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
+from logan_ray._ray import ACTOR_GONE
 from logan_ray.errors import LoganError, OffsetOutOfRangeError, PartitionHibernatedError
 from logan_ray.protocol import errors as E
 from logan_ray.security import acl
@@ -44,7 +44,7 @@ async def subscribe(request: Request) -> Response:
             offset = await start_offset(actor, req.offset, req.timestamp, req.position)
             chunk = await fetch(actor, offset, req.max_bytes, req.timeout_ms, req.max_records, req.encoding)
             break
-        except (ray.exceptions.RayActorError, PartitionHibernatedError):
+        except (*ACTOR_GONE, PartitionHibernatedError):
             if attempt == 2:
                 raise
             backend.forget(req.topic)  # deleted, re-created or hibernated since its route was cached
@@ -117,7 +117,7 @@ async def _follow(actor, pos: int, fmt: str, encoding: str, max_records: int | N
         try:
             chunk = await fetch(actor, pos, max_bytes, wait, (max_records - sent) if max_records else 1 << 30, encoding)
             lost = 0
-        except (ray.exceptions.RayActorError, PartitionHibernatedError):
+        except (*ACTOR_GONE, PartitionHibernatedError):
             lost += 1
             if lost > 3:
                 yield _error(fmt, E.NOT_LEADER_OR_FOLLOWER, f"partition {topic}-{partition} is not available")

@@ -142,7 +142,9 @@ SCRIPT = textwrap.dedent(
         # the new replica began at the log start: it holds the leader's tail, byte for byte
         lead_bytes, new_bytes = b"".join(logs(lead_dir).values()), b"".join(logs(state["directory"]).values())
         out["same_bytes"] = len(new_bytes) > 0 and lead_bytes.endswith(new_bytes)
-        out["new_replica_start"] = min(int(os.path.basename(f)[:20]) for f in logs(state["directory"]))
+        # its first segment with data (the empty one it was created with waits for its delayed deletion)
+        out["new_replica_start"] = min(int(n[:20]) for n, b in logs(state["directory"]).items() if b)
+        out["new_replica_log_start"] = state["log_start"]
         out["new_replica_end"] = [state["log_end"], end]
         old_dir = os.path.join(data_dir, "re-0")
         out["old_folder_gone"] = wait_for(lambda: not os.path.exists(old_dir), 20)
@@ -220,6 +222,7 @@ def test_a_partition_moves_to_a_joined_node_while_acks_all_records_flow():
     assert result["low"] == 101
     assert result["same_bytes"], result["new_replica_end"]
     assert 0 < result["new_replica_start"] <= 101  # built from the log start (or the batch holding it), not from 0
+    assert result["new_replica_log_start"] == 101  # and its log start is the leader's
     assert result["old_folder_gone"] and not result["strays_left"]
     assert result["rebalance"] and all(code == 0 for _t, _p, code in result["rebalance"])
     assert result["rebalance_done"] and result["third_holds_bal"], (result["rebalance"], result["load"])
