@@ -604,20 +604,21 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         return dict(sorted(out.items()))
 
     async def node_log_stats(self, node_id: str) -> list[dict[str, Any]]:
-        """Log start/end offset, size and segment count of every partition led on ``node_id``, active or
-        not (an inactive one's read from its folder, without starting it): what that node's gateway
-        publishes as gauges, so a hibernated partition keeps them (``logan_ray/gateway/partition_gauges.py``).
-        A partition whose stats cannot be read now (starting, stopping, offline) is left out."""
+        """The partitions led on ``node_id``, for the gauges its gateway publishes
+        (``logan_ray/gateway/partition_gauges.py``): an active one with its log start/end offset, size
+        and segment count (a passive call to its actor: not traffic), an inactive one with its folder,
+        which the gateway reads on its node (nothing is started). A partition whose actor does not
+        answer now (starting, stopping) or that is offline is left out."""
         self._watching()
         keys = [(topic, p) for topic, t in self._meta["topics"].items() for p in range(t["partitions"])
                 if t["placement"][str(p)]["node_id"] == node_id and not self._is_offline(topic, p)]
-        closed = await self.closed_stats([k for k in keys if k not in self._handles])
-        active = [k for k in keys if k in self._handles and k not in closed]
-        stats = await asyncio.gather(*(self._handles[k].stats.remote() for k in active), return_exceptions=True)
-        got = {**closed, **{k: s for k, s in zip(active, stats) if isinstance(s, dict)}}
-        fields = ("log_start_offset", "log_end_offset", "size_bytes", "segment_count")
-        return [{"topic": k[0], "partition": k[1], "active": k not in closed, **{f: got[k][f] for f in fields}}
-                for k in keys if k in got]
+        active = [k for k in keys if k in self._handles]
+        stats = await asyncio.gather(*(self._handles[k].log_gauges.remote() for k in active), return_exceptions=True)
+        rows = [{"topic": k[0], "partition": k[1], "active": True, **s}
+                for k, s in zip(active, stats) if isinstance(s, dict)]
+        rows += [{"topic": k[0], "partition": k[1], "active": False, "directory": self._dir(*k)}
+                 for k in keys if k not in self._handles and k not in self._activating and k not in self._stopping]
+        return rows
 
     async def status(self) -> list[dict[str, Any]]:
         """One row per partition: its log's stats (an inactive one's read from its folder), or for an

@@ -246,17 +246,6 @@ def _retention_due(items: list[tuple[str, dict[str, str]]]) -> list[bool]:
 @ray.remote(num_cpus=0, max_retries=1)
 def _folder_stats(directories: list[str]) -> list[dict[str, int] | None]:
     """Runs on a node: the stats of each cleanly closed partition folder (None when it is not)."""
-    from logan_ray.storage.closed_log import ClosedLog
+    from logan_ray.storage.closed_log import closed_folder_stats
 
-    out: list[dict[str, int] | None] = []
-    for directory in directories:
-        view = ClosedLog.open(directory)
-        if view is None:
-            out.append(None)
-            continue
-        try:
-            out.append({"log_start_offset": view.log_start_offset, "log_end_offset": view.log_end_offset,
-                        "size_bytes": view.size_bytes, "segment_count": view.segment_count})
-        finally:
-            view.close()
-    return out
+    return [closed_folder_stats(directory) for directory in directories]

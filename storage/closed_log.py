@@ -186,3 +186,16 @@ class ClosedLog:
 
     def __repr__(self) -> str:
         return f"ClosedLog({self.directory!r}, [{self._st.log_start}, {self._st.log_end}))"
+
+
+def closed_folder_stats(directory: str) -> dict[str, int] | None:
+    """Log start/end offset, size and segment count of a cleanly closed partition folder, from its
+    checkpoints (no scan); None when it is not cleanly closed (the caller asks its actor)."""
+    view = ClosedLog.open(directory)
+    if view is None:
+        return None
+    try:
+        return {"log_start_offset": view.log_start_offset, "log_end_offset": view.log_end_offset,
+                "size_bytes": view.size_bytes, "segment_count": view.segment_count}
+    finally:
+        view.close()

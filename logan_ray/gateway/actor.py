@@ -130,7 +130,8 @@ class GatewayActor:
             self._fetcher = ReplicaFetcher(self._router, self.node_id)  # this node's follower replicas
             self._fetcher.start()
         if self._gauges is None:
-            self._gauges = PartitionGauges(self._router, self.node_id)  # also of its inactive partitions
+            # also of its inactive partitions; through the proxy that finds a replaced router again
+            self._gauges = PartitionGauges(gateway.cluster.router, self.node_id)
             self._gauges.start()
         return self.endpoint()
 

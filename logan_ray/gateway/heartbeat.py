@@ -11,22 +11,25 @@ the partitions it led may have other leaders now.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
 
 from logan_ray.actors.broker_lease import BrokerLease
 
+from .periodic import Periodic
+
 log = logging.getLogger("logan_ray.gateway")
 
 
-class Heartbeat:
+class Heartbeat(Periodic):
+    what = "broker heartbeat"  # failed: the router may be restarting; the lease runs out meanwhile
+
     def __init__(self, cluster: Any, node_id: str, session_timeout_ms: int, heartbeat_interval_ms: int) -> None:
+        super().__init__()
         self._cluster = cluster
         self._node_id = node_id
         self.lease = BrokerLease(session_timeout_ms, heartbeat_interval_ms)
-        self._task: asyncio.Task | None = None
 
     async def beat(self) -> None:
         """One heartbeat; the lease counts from before it was sent."""
@@ -38,21 +41,8 @@ class Heartbeat:
             self._cluster.forget_all()  # before the lease runs again under the new epoch
         self.lease.granted(sent, epoch)
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+    async def round(self) -> None:
+        await self.beat()
 
-    def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.beat()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # the router may be restarting: the lease runs out meanwhile
-                log.warning("gateway: broker heartbeat failed: %s", e)
-            await asyncio.sleep(self.lease.heartbeat_interval_s)
+    def interval_s(self) -> float:
+        return self.lease.heartbeat_interval_s

@@ -6,8 +6,10 @@ would vanish while its data is still there. ``ray.util.metrics`` cannot withdraw
 either, so two publishers (an actor while active, the gateway while not) would leave two
 series, one stale, differing only in Ray's ``WorkerId`` label. One owner per node, the
 gateway (long-lived, pinned to its node), publishes them all: every ``INTERVAL_S`` it asks the
-router for the node's log stats (``RouterActor.node_log_stats``: an active partition's from
-its actor, an inactive one's from its folder, nothing is started) and sets the gauges. The
+router for the node's partitions (``RouterActor.node_log_stats``: an active partition's
+figures from its actor, an inactive one's folder), reads the inactive folders itself, on its
+node, from the checkpoints a clean close wrote (``ClosedLog``; nothing is started, no Ray
+task), and sets the gauges. The
 counters and latency histograms stay in the partition actors: they only move while active.
 A partition that left the node (deleted, moved) keeps its last values until the gateway
 restarts, since a series cannot be withdrawn.
@@ -15,12 +17,13 @@ restarts, since a series cannot be withdrawn.
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import Any
 
 from ray.util import metrics
 
-log = logging.getLogger("logan_ray.gateway")
+from logan_ray.storage.closed_log import closed_folder_stats
+
+from .periodic import Periodic
 
 INTERVAL_S = 10.0
 _TAGS = ("topic", "partition")
@@ -34,36 +37,32 @@ GAUGES = {
 }
 
 
-class PartitionGauges:
+class PartitionGauges(Periodic):
+    what = "publishing the partition gauges"  # failed: the router may be restarting
+
     def __init__(self, router: Any, node_id: str, interval_s: float = INTERVAL_S) -> None:
-        self._router, self._node_id, self._interval_s = router, node_id, interval_s
+        super().__init__()
+        self._router, self._node_id, self._interval = router, node_id, interval_s
         self._gauges = {name: metrics.Gauge(name, doc, tag_keys=_TAGS) for name, (doc, _f) in GAUGES.items()}
-        self._task: asyncio.Task | None = None
 
-    def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self._run())
+    def interval_s(self) -> float:
+        return self._interval
 
-    def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            self._task = None
+    async def round(self) -> int:
+        return await self.publish()
 
     async def publish(self) -> int:
         """One round: set every gauge of every partition this node leads; returns how many partitions."""
         rows = await self._router.node_log_stats.remote(self._node_id)
+        closed = [r for r in rows if not r["active"]]
+        figures = await asyncio.to_thread(lambda: [closed_folder_stats(r["directory"]) for r in closed])
+        for row, got in zip(closed, figures):
+            if got is not None:
+                row.update(got)
+        rows = [r for r in rows if "log_end_offset" in r]  # a folder not cleanly closed: next round
         for row in rows:
             tags = {"topic": row["topic"], "partition": str(row["partition"])}
             for name, (_doc, field) in GAUGES.items():
                 self._gauges[name].set(float(row[field]), tags)
         return len(rows)
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.publish()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:  # the router may be restarting: next round
-                log.warning("gateway: partition gauges not published: %s", e)
-            await asyncio.sleep(self._interval_s)

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tooling"))
-from child_result import child_result  # noqa: E402
+from cluster_child import run_child  # noqa: E402
 from history_checks import check_history  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,6 +37,7 @@ SCRIPT = textwrap.dedent(
     from ray.core.generated import autoscaler_pb2
     import logan_ray
     from logan_ray.gateway import gateway_name, start_gateways, stop_gateways
+    from cluster_child import wait_for
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     for _ in range(2):
@@ -56,14 +56,6 @@ SCRIPT = textwrap.dedent(
 
         def describe():
             return c.describe_topic("moves")["partitions"][0]
-
-        def wait_for(pred, timeout=30):
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if pred():
-                    return True
-                time.sleep(0.1)
-            return False
 
         out["isr_full"] = wait_for(lambda: len(describe()["isr"]) == 3)
 
@@ -214,8 +206,7 @@ SCRIPT = textwrap.dedent(
 
 
 def test_leadership_moves_to_and_back_to_the_preferred_replica_without_losing_an_acknowledged_record():
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, errors="replace", timeout=400)
-    result = child_result(out.stdout, out.stderr)
+    out, result = run_child(SCRIPT)
     assert "error" not in result, result["error"]
     print("figures:", json.dumps({"moves": result.get("moves"), "drain": result.get("drain"),
                                   "ray_drain": result.get("ray_drain"), "move_steps": result.get("move_steps"),

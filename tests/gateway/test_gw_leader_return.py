@@ -14,23 +14,22 @@ process: the session's own Ray runtime stays untouched.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tooling"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tooling"))
 
-from child_result import child_result  # noqa: E402
+from cluster_child import run_child  # noqa: E402
 
 SCRIPT = textwrap.dedent(
     """
-    import json, os, signal, sys, tempfile, time
+    import json, os, tempfile, time
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     import ray
     from ray.cluster_utils import Cluster
     import logan_ray
     from logan_ray.gateway import gateway_name, start_gateways, stop_gateways
+    from cluster_child import add_node, remove_node, wait_for
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     for ip in ("127.0.0.2", "127.0.0.3"):
@@ -45,29 +44,6 @@ SCRIPT = textwrap.dedent(
         start_gateways("127.0.0.1", 0)
         head = ray.get_runtime_context().get_node_id()
 
-        def wait_for(pred, timeout=60):
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if pred():
-                    return True
-                time.sleep(0.2)
-            return False
-
-        def remove(node_id):
-            node = next(n for n in cluster.list_all_nodes() if n.node_id == node_id)
-            pid = ray.get(ray.get_actor(gateway_name(node_id), namespace="logan_ray").stats.remote())["pid"]
-            cluster.remove_node(node, allow_graceful=False)  # SIGKILL of the node's raylet and Ray processes
-            try:
-                os.kill(pid, signal.SIGKILL)  # the gateway outlives its raylet a moment
-            except ProcessLookupError:
-                pass
-            return node.node_ip_address
-
-        def add(ip):
-            cluster.add_node(num_cpus=1, node_ip_address=ip)  # the machine is back: a new Ray node id
-            cluster.wait_for_nodes()
-            return start_gateways("127.0.0.1", 0)  # what the broker's node sync does for a node that joined
-
         c.create_topic("ret", partitions=6, replication_factor=2)
         parts = c.describe_topic("ret")["partitions"]
         p = next(x["partition"] for x in parts if head not in x["replicas"])
@@ -80,17 +56,17 @@ SCRIPT = textwrap.dedent(
             prod.send("ret", b"both-%d" % i, partition=p)
         prod.flush()
 
-        follower_ip = remove(follower)
+        follower_ip = remove_node(cluster, follower)
         out["isr_alone"] = wait_for(lambda: desc()["isr"] == [leader])
         for i in range(30):
             prod.send("ret", b"alone-%d" % i, partition=p)
         prod.flush()  # acknowledged by the leader alone (min.insync.replicas 1)
         epoch_before = desc()["leader_epoch"]
 
-        leader_ip = remove(leader)
+        leader_ip = remove_node(cluster, leader)
         time.sleep(4)  # the router notices: no in-sync replica alive, nothing to elect
         out["offline"] = desc()
-        endpoints = add(leader_ip)
+        endpoints = add_node(cluster, leader_ip)  # the machine is back: a new Ray node id
         back = next(n for n in endpoints if n not in (leader, follower) and n != head)
         out["leads_again"] = wait_for(lambda: desc()["node_id"] == back and desc()["isr"] == [back], 60)
         out["after_return"] = desc()
@@ -101,7 +77,7 @@ SCRIPT = textwrap.dedent(
         records = ray.get(c.partition_actor("ret", p).read_records.remote(0))
         out["records"] = [(r.offset, r.value.decode()) for r in records]
 
-        endpoints = add(follower_ip)
+        endpoints = add_node(cluster, follower_ip)
         back2 = next(n for n in endpoints if n not in (leader, follower, back) and n != head)
         out["follower_back"] = wait_for(lambda: sorted(desc()["isr"]) == sorted([back, back2]), 90)
         gw = ray.get_actor(gateway_name(back2), namespace="logan_ray")
@@ -121,8 +97,7 @@ SCRIPT = textwrap.dedent(
 
 
 def test_a_leader_that_was_the_last_in_sync_replica_leads_again_when_its_machine_returns():
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, errors="replace", timeout=400)
-    result = child_result(out.stdout, out.stderr)
+    out, result = run_child(SCRIPT)
     assert "error" not in result, result["error"]
     assert out.returncode == 0, out.stderr[-3000:]
     assert result["isr_full"] and result["isr_alone"], result

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tooling"))
 
-from child_result import child_result  # noqa: E402
+from cluster_child import run_child  # noqa: E402
 from history_checks import check_history  # noqa: E402
 
 SCRIPT = textwrap.dedent(
@@ -39,6 +38,7 @@ SCRIPT = textwrap.dedent(
     from kafka import KafkaAdminClient, TopicPartition as KTP
     import logan_ray
     from logan_ray.gateway import broker_id, gateway_name, start_gateways, stop_gateways
+    from cluster_child import wait_for
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     cluster.add_node(num_cpus=1)
@@ -57,14 +57,6 @@ SCRIPT = textwrap.dedent(
 
         def describe(topic="re", p=0):
             return c.describe_topic(topic)["partitions"][p]
-
-        def wait_for(pred, timeout=30):
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if pred():
-                    return True
-                time.sleep(0.1)
-            return False
 
         cluster.add_node(num_cpus=1)  # a node joins
         cluster.wait_for_nodes()
@@ -142,8 +134,11 @@ SCRIPT = textwrap.dedent(
         # the new replica began at the log start: it holds the leader's tail, byte for byte
         lead_bytes, new_bytes = b"".join(logs(lead_dir).values()), b"".join(logs(state["directory"]).values())
         out["same_bytes"] = len(new_bytes) > 0 and lead_bytes.endswith(new_bytes)
-        # its first segment with data (the empty one it was created with waits for its delayed deletion)
-        out["new_replica_start"] = min(int(n[:20]) for n, b in logs(state["directory"]).items() if b)
+        # its first batch is the one holding the log start (the empty segment it was created with
+        # waits for its delayed deletion): it was built from there, not from offset 0
+        from logan_ray.storage.batch_header import header_at
+        first = header_at(next(b for _n, b in sorted(logs(state["directory"]).items()) if b))
+        out["new_replica_first_batch"] = [first.base_offset, first.base_offset + first.last_offset_delta]
         out["new_replica_log_start"] = state["log_start"]
         out["new_replica_end"] = [state["log_end"], end]
         old_dir = os.path.join(data_dir, "re-0")
@@ -192,8 +187,7 @@ SCRIPT = textwrap.dedent(
 
 
 def test_a_partition_moves_to_a_joined_node_while_acks_all_records_flow():
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, errors="replace", timeout=300)
-    result = child_result(out.stdout, out.stderr)
+    out, result = run_child(SCRIPT, timeout=300)
     assert "error" not in result, result["error"]
     assert out.returncode == 0, out.stderr[-3000:]
     print("figures:", json.dumps({k: result.get(k) for k in ("move_s", "rebalance_s", "total_s", "epochs", "listed",
@@ -221,7 +215,8 @@ def test_a_partition_moves_to_a_joined_node_while_acks_all_records_flow():
     assert len(result["read"]) == len(result["acked"])
     assert result["low"] == 101
     assert result["same_bytes"], result["new_replica_end"]
-    assert 0 < result["new_replica_start"] <= 101  # built from the log start (or the batch holding it), not from 0
+    first, last = result["new_replica_first_batch"]
+    assert first <= 101 <= last  # built from the batch holding the log start, not from offset 0
     assert result["new_replica_log_start"] == 101  # and its log start is the leader's
     assert result["old_folder_gone"] and not result["strays_left"]
     assert result["rebalance"] and all(code == 0 for _t, _p, code in result["rebalance"])

@@ -12,23 +12,22 @@ untouched.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tooling"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tooling"))
 
-from child_result import child_result  # noqa: E402
+from cluster_child import run_child  # noqa: E402
 
 SCRIPT = textwrap.dedent(
     """
-    import glob, json, os, signal, sys, tempfile, time
+    import glob, json, os, tempfile, time
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     import ray
     from ray.cluster_utils import Cluster
     import logan_ray
     from logan_ray.gateway import gateway_name, start_gateways, stop_gateways
+    from cluster_child import add_node, remove_node, wait_for
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
     for ip in ("127.0.0.2", "127.0.0.3"):
@@ -46,20 +45,10 @@ SCRIPT = textwrap.dedent(
         def describe():
             return c.describe_topic("back")["partitions"][0]
 
-        def wait_for(pred, timeout=60):
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if pred():
-                    return True
-                time.sleep(0.2)
-            return False
-
         c.create_topic("back", partitions=1, replication_factor=3)
         out["isr_full"] = wait_for(lambda: len(describe()["isr"]) == 3)
         d = describe()
         victim = next(n for n in d["replicas"] if n not in (head, d["node_id"]))  # a follower, not the head
-        node = next(n for n in cluster.list_all_nodes() if n.node_id == victim)
-        victim_ip = node.node_ip_address
         meta = json.load(open(os.path.join(data_dir, "cluster-metadata.json")))
         rec = meta["topics"]["back"]["leaders"]["0"]
         old_dir = rec.get("follower_dirs", {}).get(victim) or os.path.join(data_dir, "replicas", victim[:8], "back-0")
@@ -72,21 +61,14 @@ SCRIPT = textwrap.dedent(
                          timeout=10).get("back-0", {}).get("log_end") == 50)
         epoch_before = describe()["leader_epoch"]
 
-        gateway_pid = ray.get(ray.get_actor(gateway_name(victim), namespace="logan_ray").stats.remote())["pid"]
-        cluster.remove_node(node, allow_graceful=False)  # SIGKILL of the node's raylet and Ray processes
-        try:
-            os.kill(gateway_pid, signal.SIGKILL)  # the gateway (its replica fetcher) outlives its raylet a moment
-        except ProcessLookupError:
-            pass
+        victim_ip = remove_node(cluster, victim)  # SIGKILL of the node's raylet, Ray processes and gateway
         out["isr_shrank"] = wait_for(lambda: victim not in describe()["isr"])
         for i in range(50):
             prod.send("back", b"without-%d" % i, partition=0)
         prod.flush()
         out["end_without"] = c.partition_offsets("back")[0][1]
 
-        cluster.add_node(num_cpus=1, node_ip_address=victim_ip)  # the machine is back: a new Ray node id
-        cluster.wait_for_nodes()
-        endpoints = start_gateways("127.0.0.1", 0)  # what the broker's node sync does for a node that joined
+        endpoints = add_node(cluster, victim_ip)  # the machine is back: a new Ray node id
         returned = next(n for n in endpoints if n not in d["replicas"])
         out["replicas_back"] = wait_for(lambda: returned in describe()["replicas"] and victim not in describe()["replicas"])
         out["isr_back"] = wait_for(lambda: sorted(describe()["isr"]) == sorted(describe()["replicas"]), 90)
@@ -122,8 +104,7 @@ SCRIPT = textwrap.dedent(
 
 
 def test_a_follower_of_a_node_that_returns_at_its_address_is_caught_up_on_its_old_folder():
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, errors="replace", timeout=400)
-    result = child_result(out.stdout, out.stderr)
+    out, result = run_child(SCRIPT)
     assert "error" not in result, result["error"]
     assert out.returncode == 0, out.stderr[-3000:]
     assert result["isr_full"] and result["isr_shrank"]

@@ -1,0 +1,64 @@
+"""The multi-node tests' child processes: a ``ray.cluster_utils.Cluster`` each, off the session's Ray.
+
+The test runs its script with :func:`run_child` (this folder importable in the child, the JSON
+result parsed by :mod:`child_result`); the script uses :func:`wait_for`, and :func:`remove_node` /
+:func:`add_node` to take a machine away (SIGKILL) and bring it back at its address.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Callable
+
+from child_result import child_result
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_child(script: str, timeout: float = 400) -> tuple[subprocess.CompletedProcess, dict[str, Any]]:
+    """Run ``script`` in a fresh Python with this folder on its path: (the process, its JSON result)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (HERE, os.environ.get("PYTHONPATH")) if p)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, errors="replace",
+                         timeout=timeout, env=env)
+    return out, child_result(out.stdout, out.stderr)
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 60, every: float = 0.1) -> bool:
+    """Poll ``pred`` until it is true (True) or ``timeout`` seconds passed (False)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return True
+        time.sleep(every)
+    return False
+
+
+def remove_node(cluster: Any, node_id: str) -> str:
+    """The machine of ``node_id`` goes: SIGKILL of its raylet and Ray processes, and of its gateway
+    (which outlives its raylet a moment). Returns its address, to bring it back with :func:`add_node`."""
+    import signal
+
+    import ray
+
+    from logan_ray.gateway import gateway_name
+
+    node = next(n for n in cluster.list_all_nodes() if n.node_id == node_id)
+    pid = ray.get(ray.get_actor(gateway_name(node_id), namespace="logan_ray").stats.remote(), timeout=30)["pid"]
+    cluster.remove_node(node, allow_graceful=False)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    return node.node_ip_address
+
+
+def add_node(cluster: Any, ip: str) -> dict[str, str]:
+    """A machine (back) at ``ip``: a new Ray node id; its gateway started, as the broker's node sync
+    does for a node that joined. Returns every gateway's endpoint by node id."""
+    from logan_ray.gateway import start_gateways
+
+    cluster.add_node(num_cpus=1, node_ip_address=ip)
+    cluster.wait_for_nodes()
+    return start_gateways("127.0.0.1", 0)
