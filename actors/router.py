@@ -25,6 +25,7 @@ import json
 import logging
 import os
 import signal
+import time
 import uuid
 from collections import OrderedDict
 from typing import Any
@@ -71,6 +72,22 @@ ADOPT_CHECK_S = 10.0  # a restarted router waits this long to learn which runnin
 #: Topics created before ids were stored got uuid5(namespace, name); kept for them so
 #: clients that cached those ids keep working.
 LEGACY_TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6761-6e2d-7261-792d-746f70696373")
+#: how long an activation waits for a partition actor that Ray restarts while it starts
+RESTARTING_WAIT_S = 60.0
+
+
+async def _identity(handle: Any) -> tuple[str, str]:
+    """The started actor's (topic id, node id). A process that died while starting (a crash in
+    its constructor) is restarted by Ray, and a call sent meanwhile may be refused with "the actor
+    is restarting" instead of waiting for it (max_task_retries=0): ask again until it answers."""
+    deadline = time.monotonic() + RESTARTING_WAIT_S
+    while True:
+        try:
+            return await handle.identity.remote()
+        except ray.exceptions.ActorUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
 
 
 class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, PartitionReassignment, PartitionHibernation, NodeWatch, SecurityMetadata, DynamicConfigs):
@@ -390,7 +407,7 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         if handle is None:
             self._live(topic, partition)  # raises LeaderNotAvailableError naming the node it waits for
         try:
-            topic_id, _node = await handle.identity.remote()
+            topic_id, _node = await _identity(handle)
         except BaseException:  # it did not start (e.g. the topic was deleted meanwhile): not active
             if self._handles.get((topic, partition)) is handle:
                 del self._handles[(topic, partition)]
@@ -400,7 +417,7 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
             ray.kill(self._handles.pop((topic, partition)), no_restart=True)
             await _name_released(actor_name(topic, partition))
             handle = await self._spawn_async(topic, partition, t)
-            await handle.identity.remote()
+            await _identity(handle)
         # after the answer, not before: starting a process takes CPU the activation needs
         asyncio.get_running_loop().run_in_executor(None, self._warm.fill, t["placement"][str(partition)]["node_id"])
         return handle
