@@ -28,9 +28,9 @@ def to_rebalance(topics: dict[str, dict[str, Any]], alive: Iterable[str], percen
     preferred_on: dict[str, int] = {}
     displaced: dict[str, list[tuple[str, int, str]]] = {}
     for name, t in topics.items():
-        if replica_placement.replication_factor(t) <= 1:
-            continue
         for p in range(t["partitions"]):
+            if not replica_placement.replicated(t, p):
+                continue
             preferred = replica_placement.preferred_replica(t, p)
             preferred_on[preferred] = preferred_on.get(preferred, 0) + 1
             if t["placement"][str(p)]["node_id"] != preferred:

@@ -181,6 +181,7 @@ class PartitionActor:
         self._log.start_leader_epoch(self._leader_epoch)
         self._producers = self._log.producer_state
         self._group_commit = GroupCommit(self._log)
+        self._lag_max_ms = opened.get("replica_lag_time_max_ms") or DEFAULT_REPLICA_LAG_TIME_MAX_MS
         self._replication = self._leader_replication(opened)
         self._new_data: asyncio.Event | None = None
         self._maintenance_interval_s = maintenance_interval_s
@@ -325,12 +326,24 @@ class PartitionActor:
         """The controller changed this partition's replica set (a reassignment, actors/router_reassign.py)
         and saved it in ``leader_epoch``: lead on in that epoch (it starts at this log's end, durably,
         before anything else is written in it) with those followers and that ISR. An epoch not newer than
-        this leader's changes nothing (a retry, or a router restarted after telling it). Returns the epoch."""
-        if leader_epoch <= self._leader_epoch or self._replication is None or len(replicas) < 2 or self._hibernated:
+        this leader's changes nothing (a retry, or a router restarted after telling it). Returns the epoch.
+
+        A leader alone so far (replication factor 1) starts its follower bookkeeping here (its high
+        watermark starts at its log end: every record it has was in its ISR of one); a replica set cut
+        to this leader alone ends it (the high watermark is the log end again)."""
+        if leader_epoch <= self._leader_epoch or self._hibernated:
             return self._leader_epoch  # a hibernated leader learns it from the router when it starts again
         self._log.start_leader_epoch(leader_epoch)
         self._leader_epoch = leader_epoch
-        self._replication.reassigned(leader_epoch, replicas, isr)
+        self._isr_size = len(isr) or 1
+        if self._replication is None:
+            if len(replicas) >= 2:
+                self._replication = self._leader_replication({"replicas": replicas, "isr": isr})
+        else:
+            self._replication.reassigned(leader_epoch, replicas, isr)  # wakes acks=all waiters
+            if len(replicas) < 2:  # they see the leader alone: their records are replicated
+                self._replication.stop()
+                self._replication = None
         log.info("partition %s-%d: replicas %s, ISR %s, leader epoch %d", self.topic, self.partition,
                  [r[:8] for r in replicas], [r[:8] for r in isr], leader_epoch)
         return self._leader_epoch
@@ -344,7 +357,7 @@ class PartitionActor:
                                self.partition, replicas[0], replicas, opened.get("isr") or [replicas[0]],
                                log_start=self._log.log_start_offset, log_end=lambda: self._log.log_end_offset,
                                epoch=self._leader_epoch,
-                               lag_max_ms=opened.get("replica_lag_time_max_ms") or DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+                               lag_max_ms=self._lag_max_ms,
                                directory=self._log.directory)
         return lr
 
@@ -583,6 +596,7 @@ class PartitionActor:
         self._isr_size = len(opened.get("isr") or ()) or 1
         if self._replication is not None:
             self._replication.stop()
+        self._lag_max_ms = opened.get("replica_lag_time_max_ms") or self._lag_max_ms
         self._replication = self._leader_replication(opened)
         self._log.start_leader_epoch(self._leader_epoch)
         self._producers = self._log.producer_state

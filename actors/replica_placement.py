@@ -119,6 +119,22 @@ def replication_factor(t: dict[str, Any]) -> int:
     return int(t.get("replication_factor", 1))
 
 
+def replicated(t: dict[str, Any], partition: int) -> bool:
+    """Whether a partition runs the replication machinery (ISR, elections, followers, leader moves):
+    its topic has more than one replica, or its replica set was recorded since (a replication factor 1
+    partition reassigned to another node is built there by fetching, as any follower, and keeps its
+    replica record afterwards, whatever its number of replicas)."""
+    return replication_factor(t) > 1 or bool(t.get("leaders", {}).get(str(partition), {}).get("replicas"))
+
+
+def record_single_replica(rec: dict[str, Any], leader: dict[str, str]) -> None:
+    """Give a one-replica partition's leader record the replica set and ISR a replicated one has (the
+    leader alone), so a reassignment can grow it: nothing changes for its readers and writers."""
+    if not rec.get("replicas"):
+        rec["replicas"] = [{"node_id": leader["node_id"], "node_ip": leader.get("node_ip")}]
+        rec["isr"] = [leader["node_id"]]
+
+
 def election_candidates(replicas: list[str], isr: list[str], dead: str, alive: Iterable[str],
                         unclean: bool = False, draining: Iterable[str] = ()) -> tuple[list[str], bool]:
     """Who may lead after ``dead`` (the leader) is gone, in order of preference, and whether that is unclean.

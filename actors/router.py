@@ -589,16 +589,21 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
             if t is None:
                 out[name] = None
                 continue
+            replicated = any(replica_placement.replicated(t, p) for p in range(t["partitions"]))
             out[name] = {"topic_id": t["topic_id"],
                          "partitions": [(self._handles.get((name, p)), t["placement"][str(p)]["node_id"])
                                         for p in range(t["partitions"])],
                          "offline": [p for p in range(t["partitions"]) if self._is_offline(name, p)],
                          "leader_epochs": [self._epoch(t, p) for p in range(t["partitions"])],
-                         # None with one replica (the leader alone): routes of big topics stay as small as before
+                         # None when no partition has more than the leader (replication factor 1, none
+                         # reassigned): routes of big topics stay as small as before
                          "replicas": [replica_placement.replicas_of(t, p) for p in range(t["partitions"])]
-                         if replica_placement.replication_factor(t) > 1 else None,
+                         if replicated else None,
                          "isr": [replica_placement.isr_of(t, p) for p in range(t["partitions"])]
-                         if replica_placement.replication_factor(t) > 1 else None}
+                         if replicated else None,
+                         # the leaders' folders where not <data-dir>/<topic>-<p> (moved or elected leaders)
+                         "directories": [self._dir(name, p) for p in range(t["partitions"])]
+                         if replicated else None}
         return out
 
     async def partition(self, topic: str, partition: int, auto_create: bool = False):

@@ -80,7 +80,8 @@ class NodeDrain:
 
     async def _follow_ray_drains(self) -> None:
         """The node watch's part: drain every alive node Ray announces will go (``drain_node`` in a task,
-        so elections never wait for moves); again while it still leads a replicated partition (a move
+        so elections never wait for moves); again while it still leads a partition another replica could
+        lead (a move
         that failed is retried ``RETRY_S`` later); undrain a node Ray no longer drains and that was not
         drained by hand. Ray's drains of nodes that left are forgotten."""
         try:
@@ -97,7 +98,7 @@ class NodeDrain:
                             "no deadline" if left is None else f"deadline in {left:.1f} s")
             self._ray_drains[node] = deadline
             task = self._drain_tasks.get(node)
-            if (task is None or task.done()) and (node not in self._draining or self._leads_replicated(node)):
+            if (task is None or task.done()) and (node not in self._draining or self._leads_movable(node)):
                 self._drain_tasks[node] = asyncio.get_running_loop().create_task(
                     self.drain_node(node, "Ray drains the node", by_ray=True))
         for node in [n for n in self._ray_drains if n not in announced or n not in self._alive]:
@@ -109,10 +110,10 @@ class NodeDrain:
                 self._draining.discard(node)
                 log.warning("router: Ray no longer drains node %s: it may lead again", node[:8])
 
-    def _leads_replicated(self, node_id: str) -> bool:
-        return any(t["placement"][str(p)]["node_id"] == node_id
-                   for t in self._meta["topics"].values() if replica_placement.replication_factor(t) > 1
-                   for p in range(t["partitions"]))
+    def _leads_movable(self, node_id: str) -> bool:
+        """``node_id`` still leads a partition whose leadership another replica could take."""
+        return any(t["placement"][str(p)]["node_id"] == node_id and self._drain_target(t, p, node_id) is not None
+                   for t in self._meta["topics"].values() for p in range(t["partitions"]))
 
     async def draining_nodes(self) -> dict[str, dict[str, Any]]:
         """{node id: {"by_ray": bool, "deadline_ms": int or None}} of every node that takes no leadership."""
@@ -122,7 +123,7 @@ class NodeDrain:
     def _drain_target(self, t: dict[str, Any], partition: int, leaving: str) -> str | None:
         """The in-sync replica to lead instead of ``leaving``: the first, in assigned order, that is alive
         and not draining; None when there is none (one replica, or no other in sync)."""
-        if replica_placement.replication_factor(t) <= 1:
+        if not replica_placement.replicated(t, partition):
             return None
         isr = set(replica_placement.isr_of(t, partition))
         rec = t.get("leaders", {}).get(str(partition), {})

@@ -92,11 +92,9 @@ class LeaderControl:
         if self._sessions.fenced(node_id):
             return out  # its old leaders may still run there (a zombie): it follows once registered again
         for topic, t in self._meta["topics"].items():
-            if replica_placement.replication_factor(t) <= 1:
-                continue
             for p in range(t["partitions"]):
                 leader = t["placement"][str(p)]["node_id"]
-                if node_id == leader or node_id not in replica_placement.replicas_of(t, p) \
+                if not replica_placement.replicated(t, p) or node_id == leader or node_id not in replica_placement.replicas_of(t, p) \
                         or self._is_offline(topic, p):
                     continue
                 out.append({"topic": topic, "partition": p, "topic_id": t["topic_id"], "leader": leader,
@@ -123,9 +121,9 @@ class LeaderControl:
         """
         elected = []
         for topic, t in list(self._meta["topics"].items()):
-            if replica_placement.replication_factor(t) <= 1:
-                continue
             for p in range(t["partitions"]):
+                if not replica_placement.replicated(t, p):
+                    continue
                 leader = t["placement"][str(p)]["node_id"]
                 if (leader not in self._alive or self._sessions.fenced(leader)) and await self._elect(topic, p, t):
                     elected.append((topic, p))

@@ -18,8 +18,10 @@ data (rules in ``actors/reassignment.py``):
    them later; a folder on a node that is gone is deleted if the node returns.
 
 Cancelling (replicas null) returns to the original replicas the same way (the replicas being added
-stop following and their folders go). Only partitions of replicated topics (``replication.factor``
-> 1) are reassigned, to two replicas or more.
+stop following and their folders go). A partition of a ``replication.factor`` 1 topic moves the same
+way: its record gets the replica set of one (``replica_placement.record_single_replica``), grows by
+the adding replicas, and runs the replication machinery from then on (``replica_placement.replicated``),
+as Kafka, where a partition's replicas, not its topic, decide. Any target of one replica or more is taken.
 """
 from __future__ import annotations
 
@@ -30,8 +32,8 @@ from typing import Any
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from logan_ray.common.errors import (InvalidReplicaAssignmentError, InvalidReplicationFactorError,
-                                     NoReassignmentInProgressError, UnknownPartitionError)
+from logan_ray.common.errors import (InvalidReplicationFactorError, NoReassignmentInProgressError,
+                                     UnknownPartitionError)
 from logan_ray.protocol import errors as codes
 from logan_ray.storage.errors import LoganError
 
@@ -92,8 +94,8 @@ class PartitionReassignment:
         return dict(sorted(out.items()))
 
     async def rebalance_replicas(self, dry_run: bool = False) -> dict[tuple[str, int], dict[str, Any]]:
-        """Spread the replicas of every replicated partition evenly over the alive nodes (after a node
-        joined, or to move replicas off a gone node) by issuing reassignments: {(topic, partition):
+        """Spread the replicas of every partition (whatever its replication factor) evenly over the alive
+        nodes (after a node joined, or to move replicas off a gone node) by issuing reassignments: {(topic, partition):
         {"from", "to" (node ids), "error_code", "error_message"}} for each partition whose replicas change.
         Partitions being reassigned are left as they are."""
         async with self._lock:
@@ -101,8 +103,6 @@ class PartitionReassignment:
             alive = sorted(n for n in self._alive if not self._sessions.fenced(n))
             current = {}
             for topic, t in self._meta["topics"].items():
-                if replica_placement.replication_factor(t) <= 1:
-                    continue
                 for p in range(t["partitions"]):
                     rec = t.get("leaders", {}).get(str(p), {})
                     if not reassignment.in_progress(rec):
@@ -137,17 +137,16 @@ class PartitionReassignment:
             target = list(ongoing["original"])  # back where it was, alive or not
         else:
             target = reassignment.resolve_target(replicas, [n for n in self._alive if not self._sessions.fenced(n)])
-            if replica_placement.replication_factor(t) <= 1:
-                raise InvalidReplicaAssignmentError(
-                    f"topic {topic!r} has replication.factor 1: reassigning its partitions is not supported yet")
-            if len(target) < 2:
-                raise InvalidReplicaAssignmentError(
-                    f"a partition of a replicated topic keeps at least 2 replicas, got {len(target)}")
             before = (reassignment.in_progress(rec) or {}).get("original") or replica_placement.replicas_of(t, partition)
             if not allow_replication_factor_change and len(target) != len(before):
                 raise InvalidReplicationFactorError(
                     f"The replication factor is changed from {len(before)} to {len(target)} but "
                     "allowReplicationFactorChange is false")
+            if not replica_placement.replicated(t, partition):
+                place = t["placement"][str(partition)]
+                if target == [place["node_id"]]:
+                    return  # where it is already
+                replica_placement.record_single_replica(rec, place)
         dropped = reassignment.begin(rec, target, self._alive)
         if dropped is None:
             await self._save_soon()  # the order changed at most (the preferred replica)
@@ -262,7 +261,7 @@ class PartitionReassignment:
             self._resynced = True
             for (topic, p), handle in list(self._handles.items()):
                 t = self._meta["topics"].get(topic)
-                if t is not None and replica_placement.replication_factor(t) > 1:
+                if t is not None and replica_placement.replicated(t, p):
                     handle.reassigned.remote(self._epoch(t, p), replica_placement.replicas_of(t, p),
                                              replica_placement.isr_of(t, p))  # no-op unless its epoch is older
         pending = [(topic, int(p)) for topic, t in self._meta["topics"].items()

@@ -110,7 +110,7 @@ class LeaderRebalance:
         """
         if partitions is None:
             partitions = [(name, p) for name, t in self._meta["topics"].items()
-                          if replica_placement.replication_factor(t) > 1 for p in range(t["partitions"])]
+                          for p in range(t["partitions"]) if replica_placement.replicated(t, p)]
         out = {}
         for topic, p in partitions:
             t = self._meta["topics"].get(topic)
@@ -156,7 +156,7 @@ class LeaderRebalance:
         if target == old:
             return codes.ELECTION_NOT_NEEDED
         rec = self._leader(t, partition)
-        if replica_placement.replication_factor(t) <= 1 or target not in (rec.get("isr") or ()) \
+        if not replica_placement.replicated(t, partition) or target not in (rec.get("isr") or ()) \
                 or target not in self._alive or target in self._draining or old not in self._alive:
             return codes.PREFERRED_LEADER_NOT_AVAILABLE
         epoch, new_epoch = rec["epoch"], rec["epoch"] + 1

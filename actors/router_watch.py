@@ -197,9 +197,9 @@ class NodeWatch:
         changed: list[tuple[str, int, dict[str, Any]]] = []
         new_nodes: set[str] = set()
         for topic, t in list(self._meta["topics"].items()):
-            if replica_placement.replication_factor(t) <= 1:
-                continue
             for p in range(t["partitions"]):
+                if not replica_placement.replicated(t, p):
+                    continue
                 rec = self._leader(t, p)
                 if reassignment.in_progress(rec):  # its target names node ids: the reassignment decides
                     continue

@@ -1,9 +1,10 @@
 """``logan-ray partitions reassign | reassignments | rebalance``: moving partition replicas between nodes.
 
 Kafka's ``kafka-reassign-partitions.sh`` on the controller (the router): ``reassign`` starts (or with
-``--cancel`` cancels) the reassignment of one partition to a list of replicas, ``reassignments``
-lists those under way with the replicas being added and removed, ``rebalance`` spreads the replicas
-of every replicated topic evenly over the alive nodes (after a node joined) by reassignments. The data
+``--cancel`` cancels) the reassignment of one partition to a list of replicas (whatever its topic's
+replication factor), ``reassignments`` lists those under way with the replicas being added and
+removed, ``rebalance`` spreads the replicas of every topic evenly over the alive nodes (after a node
+joined) by reassignments. The data
 moves by fetching (docs/replication.md). Through Ray only: Kafka tools reach the same through the
 gateway (AlterPartitionReassignments / ListPartitionReassignments).
 """
@@ -26,7 +27,7 @@ def add_partitions_parsers(sub: argparse._SubParsersAction) -> None:
                           "the first is the preferred leader")
     how.add_argument("--cancel", action="store_true", help="cancel the partition's reassignment under way")
     psub.add_parser("reassignments", help="list the reassignments under way")
-    r = psub.add_parser("rebalance", help="spread the replicas of replicated topics evenly over the alive nodes")
+    r = psub.add_parser("rebalance", help="spread every topic's replicas evenly over the alive nodes")
     r.add_argument("--dry-run", action="store_true", help="only print the moves")
     p.set_defaults(func=cmd_partitions)
 

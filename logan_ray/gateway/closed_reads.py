@@ -116,15 +116,17 @@ class ClosedReads:
     def inactive_views(self) -> int:
         return len(self._views)
 
-    async def _view(self, topic: str, partition: int, topic_id: str | None) -> ClosedLog:
+    async def _view(self, topic: str, partition: int, topic_id: str | None, directory: str | None = None
+                    ) -> ClosedLog:
         key = (topic, partition)
         view = self._views.get(key)
         if view is not None:
-            if view.current():
+            if view.current() and (directory is None or view.directory == directory):
                 self._views.move_to_end(key)
                 return view
             self.changed(topic, partition)
-        directory = os.path.join(await self._data_dir(), f"{topic}-{partition}")
+        if directory is None:
+            directory = os.path.join(await self._data_dir(), f"{topic}-{partition}")
         if topic_id is not None and read_topic_id(directory) not in (topic_id,):
             raise NeedsActor(())  # no folder yet (never started on this node), or an earlier topic's
         view = await asyncio.to_thread(ClosedLog.open, directory)
@@ -137,9 +139,12 @@ class ClosedReads:
 
     # ------------------------------------------------------------------ calls
     async def call(self, topic: str, partition: int, topic_id: str | None, leader_epoch: int, method: str,
-                   args: tuple) -> Any:
-        """Answer ``method(*args)`` as the partition actor would; NeedsActor when its actor must."""
-        view = await self._view(topic, partition, topic_id)
+                   args: tuple, directory: str | None = None) -> Any:
+        """Answer ``method(*args)`` as the partition actor would; NeedsActor when its actor must.
+
+        ``directory``: the leader's folder when it is not ``<data-dir>/<topic>-<partition>`` (a partition
+        that moved to this node leads on the folder it was built in)."""
+        view = await self._view(topic, partition, topic_id, directory)
         epoch = view.leader_epochs.latest_epoch if view.leader_epochs.latest_epoch >= 0 else leader_epoch
         self.served += 1
         if method == "locate":

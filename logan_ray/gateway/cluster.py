@@ -245,6 +245,7 @@ class Cluster:
         epochs = route.get("leader_epochs") or [-1] * len(route["partitions"])
         replicas = route.get("replicas") or [None] * len(route["partitions"])
         isrs = route.get("isr") or [None] * len(route["partitions"])
+        folders = route.get("directories") or [None] * len(route["partitions"])
         routed = []
         for i, (h, n) in enumerate(route["partitions"]):
             local = n == self.node_id and i not in offline
@@ -252,7 +253,8 @@ class Cluster:
                                     activate=self._activator(name, i, local), offline=i in offline,
                                     leader_epoch=epochs[i], replicas=replicas[i], isr=isrs[i],
                                     # a replicated partition's high watermark lives in its actor only
-                                    closed=self._closed_reader(name, i) if local and len(replicas[i] or ()) < 2
+                                    closed=self._closed_reader(name, i, folders[i])
+                                    if local and len(replicas[i] or ()) < 2
                                     else None))
         if self._following is None:  # hear of partitions started or hibernated by anyone
             self._following = asyncio.ensure_future(follow_changes(self.router, self.node_id, self.partition_changed,
@@ -309,10 +311,12 @@ class Cluster:
             return handle, self._link(handle) if local else None, hibernated
         return activate
 
-    def _closed_reader(self, name: str, index: int) -> Callable[[Partition, str, tuple], Awaitable[Any]]:
+    def _closed_reader(self, name: str, index: int, directory: str | None = None
+                       ) -> Callable[[Partition, str, tuple], Awaitable[Any]]:
         def read(part: Partition, method: str, args: tuple) -> Awaitable[Any]:
             tid = self._id_of.get(name)
-            return self.closed.call(name, index, str(tid) if tid is not None else None, part.leader_epoch, method, args)
+            return self.closed.call(name, index, str(tid) if tid is not None else None, part.leader_epoch, method, args,
+                                    directory)
         return read
 
     def _feed_reset(self) -> None:

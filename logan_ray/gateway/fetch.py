@@ -234,7 +234,7 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
             elif s.last_fetched_epoch >= 0 and await _diverging(gw, s):
                 pass  # answered: no records, the epoch where the fetcher's log diverges
             else:
-                if replica_id >= 0 and len(s.part.replicas) > 1:
+                if replica_id >= 0:
                     # any replica but the leader: a leader change reorders the replicas (the old leader follows)
                     s.replica = next((n for n in s.part.replicas if n != s.part.node_id and broker_id(n) == replica_id),
                                      None)

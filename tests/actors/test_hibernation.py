@@ -206,15 +206,10 @@ def test_group_commits_reach_hibernated_consumer_offsets_partitions(client, gate
         consumer.close()
 
 
-def test_partitions_a_restarted_broker_starts_for_their_data_hibernate_when_idle(client, broker_dir, topic_name):
-    from logan_ray.client import ensure_router
-
+def test_partitions_a_restarted_broker_starts_for_their_data_hibernate_when_idle(client, restart_router, topic_name):
     client.create_topic(topic_name, partitions=2, activate=False)
     assert produce_one(client, topic_name, 0) == 0
-    ray.get(client.router.shutdown.remote())
-    ray.kill(client.router, no_restart=True)
-    client._routes.clear()
-    client.router = ensure_router(broker_dir, partition_idle_ms=IDLE_MS)  # starts partition 0: it holds data
+    restart_router(partition_idle_ms=IDLE_MS)  # starts partition 0: it holds data
     wait_hibernated(client, topic_name, {0})
     assert produce_one(client, topic_name, 0) == 1
 

@@ -132,3 +132,21 @@ def test_a_gone_leader_back_at_its_address_leads_again_on_its_files_and_keeps_it
     assert rp.adopt_returned_replicas(rec, "back", {"back": "10.0.0.1", "back2": "10.0.0.2"}, "/data", "t", 0) \
         == [("gone", "back2")]
     assert rec["isr"] == ["back"] and rec["follower_dirs"]["back2"] == rp.follower_dir("/data", "gone", "t", 0)
+
+
+def test_a_one_replica_partition_is_replicated_once_a_reassignment_records_its_replica_set():
+    from logan_ray.actors import reassignment
+
+    t = {"replication_factor": 1, "placement": {"0": {"node_id": "n1", "node_ip": ALIVE["n1"]},
+                                                "1": {"node_id": "n2", "node_ip": ALIVE["n2"]}}, "leaders": {}}
+    rec = t["leaders"].setdefault("0", {"epoch": 0, "incarnation": None})
+    assert not rp.replicated(t, 0) and not rp.replicated(t, 1)
+    rp.record_single_replica(rec, t["placement"]["0"])
+    assert rp.replicas_of(t, 0) == ["n1"] == rp.isr_of(t, 0)
+    assert reassignment.begin(rec, ["n3"], ALIVE) == []
+    assert rp.replicas_of(t, 0) == ["n1", "n3"] and rp.isr_of(t, 0) == ["n1"]  # n3 joins once caught up
+    assert rp.replicated(t, 0) and not rp.replicated(t, 1)  # the partition, not its topic, decides
+    rec["isr"] = ["n1", "n3"]
+    assert reassignment.complete(rec)
+    assert {"node_id": "n3", "node_ip": ALIVE["n3"]} in rec["replicas"]
+    assert rp.replicated({"replication_factor": 3, "placement": {}}, 0)

@@ -8,24 +8,13 @@ import time
 
 import ray
 
-from logan_ray.client import ensure_router
 
-
-def _restart_router(client, broker_dir):
-    """Stop the broker's actors cleanly and start a new router on the same data dir."""
-    ray.get(client.router.shutdown.remote())
-    ray.kill(client.router, no_restart=True)
-    time.sleep(0.5)
-    client.router = ensure_router(broker_dir)
-    client._routes.clear()
-
-
-def test_restart_keeps_topics_configs_and_records(client, broker_dir, topic_name):
+def test_restart_keeps_topics_configs_and_records(client, restart_router, topic_name):
     client.create_topic(topic_name, partitions=2, config={"retention.bytes": "123456789"})
     producer = client.producer(compression="zstd")
     metas = [f.result() for f in producer.send_batch(topic_name, [b"r%d" % i for i in range(5000)], partition=1)]
     producer.close()
-    _restart_router(client, broker_dir)
+    restart_router()
     assert topic_name in client.list_topics()
     assert client.topic_config(topic_name)["retention.bytes"] == "123456789"
     assert client.partition_offsets(topic_name) == {0: (0, 0), 1: (0, 5000)}

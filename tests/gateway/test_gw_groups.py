@@ -473,25 +473,20 @@ def test_member_that_stops_heartbeating_is_removed_after_session_timeout(client,
 
 
 # ------------------------------------------------------------- broker restart
-def _restart_broker(client, broker_dir: str, gateway: str) -> None:
+def _restart_broker(restart_router, gateway: str) -> None:
     """Stop gateway, coordinator and router (partitions flushed and closed), then start them again."""
-    from logan_ray.client import ensure_router
     from logan_ray.gateway import start_gateways, stop_gateways
 
     here = ray.get_runtime_context().get_node_id()
     stop_gateways([here])
     stop_group_coordinator()
-    ray.get(client.router.shutdown.remote())
-    ray.kill(client.router, no_restart=True)
-    time.sleep(0.5)
-    client.router = ensure_router(broker_dir)
-    client._routes.clear()
+    restart_router()
     ensure_group_coordinator(initial_rebalance_delay_ms=200, min_session_timeout_ms=100)
     host, port = gateway.rsplit(":", 1)
     assert start_gateways(host, int(port), nodes=[here])[here] == gateway
 
 
-def test_committed_offsets_survive_a_broker_restart(client, broker_dir, gateway, coordinator, topic_name):
+def test_committed_offsets_survive_a_broker_restart(client, restart_router, gateway, coordinator, topic_name):
     from confluent_kafka import Consumer, TopicPartition
     from kafka import KafkaConsumer
     from kafka import TopicPartition as KTP
@@ -516,7 +511,7 @@ def test_committed_offsets_survive_a_broker_restart(client, broker_dir, gateway,
     kp.commit({KTP(topic_name, 0): OffsetAndMetadata(13, "kp-meta", -1), KTP(topic_name, 1): OffsetAndMetadata(5, "", -1)})
     kp.close()
 
-    _restart_broker(client, broker_dir, gateway)
+    _restart_broker(restart_router, gateway)
 
     ck2 = Consumer({"bootstrap.servers": gateway, "group.id": ck_group, "enable.auto.commit": False,
                     "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 300})

@@ -53,6 +53,7 @@ SCRIPT = textwrap.dedent(
         start_gateways("127.0.0.1", 0)
         info = c.create_topic("re", partitions=1, replication_factor=2, config={"min.insync.replicas": "2"})
         c.create_topic("bal", partitions=2, replication_factor=2)
+        c.create_topic("solo", partitions=2)  # replication factor 1: one copy, moved all the same
         leader, follower = info["partitions"][0]["replicas"]
 
         def describe(topic="re", p=0):
@@ -65,17 +66,19 @@ SCRIPT = textwrap.dedent(
         bootstrap = ",".join(sorted(endpoints.values()))
         out["isr_full"] = wait_for(lambda: len(describe()["isr"]) == 2)
 
-        acked, errors = [], []
+        acked, acked_solo, errors = [], [], []
         def produce():
             p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 2})
             def done(e, m):
                 if e:
                     errors.append(str(e))
                 else:
-                    acked.append([m.offset(), m.value().decode()])
+                    (acked if m.topic() == "re" else acked_solo).append([m.offset(), m.value().decode()])
             i = 0
             while not stop.is_set():
                 p.produce("re", b"r%%d" %% i, partition=0, on_delivery=done)
+                if i %% 4 == 0:
+                    p.produce("solo", b"s%%d" %% i, partition=0, on_delivery=done)
                 i += 1
                 p.poll(0.005)
             out["unflushed"] = p.flush(60)
@@ -101,8 +104,19 @@ SCRIPT = textwrap.dedent(
         out["after"] = {"leader": d["node_id"], "replicas": d["replicas"], "isr": d["isr"]}
         epochs.append(d["leader_epoch"])
         out["epochs"] = epochs
-        before = len(acked)
-        wait_for(lambda: len(acked) >= before + 100)
+
+        # a replication factor 1 partition moves too, while written: to the joined node alone
+        solo_home = describe("solo")["node_id"]
+        solo_epochs = [describe("solo")["leader_epoch"]]
+        c.reassign_partitions({("solo", 0): [broker_id(third)]})
+        solo_epochs.append(describe("solo")["leader_epoch"])
+        out["solo_done"] = wait_for(lambda: c.list_reassignments() == {}, 60)
+        d = describe("solo")
+        solo_epochs.append(d["leader_epoch"])
+        out["solo"] = {"home": solo_home, "leader": d["node_id"], "replicas": d["replicas"], "isr": d["isr"],
+                       "epochs": solo_epochs, "third": third}
+        before, before_solo = len(acked), len(acked_solo)
+        wait_for(lambda: len(acked) >= before + 100 and len(acked_solo) >= before_solo + 25)
         stop.set()
         producer.join(120)
         out["errors"] = errors
@@ -119,8 +133,19 @@ SCRIPT = textwrap.dedent(
             m = rc.poll(1.0)
             if m is not None and m.error() is None:
                 read.append([m.offset(), m.value().decode()])
-        rc.close()
         out["read"] = read
+        out["acked_solo"] = acked_solo
+        rc.assign([TopicPartition("solo", 0, 0)])
+        read, deadline = [], time.monotonic() + 60
+        while len(read) < len(acked_solo) and time.monotonic() < deadline:
+            m = rc.poll(1.0)
+            if m is not None and m.error() is None:
+                read.append([m.offset(), m.value().decode()])
+        rc.close()
+        out["read_solo"] = read
+        solo_dir = json.load(open(os.path.join(data_dir, "cluster-metadata.json")))["topics"]["solo"]["leaders"]["0"]
+        out["solo_dirs"] = {"leads_on": solo_dir.get("directory"),
+                            "old_gone": wait_for(lambda: not os.path.exists(os.path.join(data_dir, "solo-0")), 20)}
 
         # the new replica holds the leader's bytes; the removed replica's folder is gone
         end = c.partition_offsets("re")[0][1]
@@ -153,7 +178,7 @@ SCRIPT = textwrap.dedent(
         out["rebalance_done"] = wait_for(lambda: c.list_reassignments() == {}, 60)
         out["rebalance_s"] = round(time.monotonic() - t0, 3)
         load, per_topic = {n: 0 for n in endpoints}, {}
-        for t in ("re", "bal", "__consumer_offsets"):  # every replicated topic
+        for t in ("re", "bal", "solo", "__consumer_offsets"):  # every topic
             counts = per_topic[t] = {n: 0 for n in endpoints}
             for p in c.describe_topic(t)["partitions"]:
                 for n in p["replicas"]:
@@ -214,6 +239,15 @@ def test_a_partition_moves_to_a_joined_node_while_acks_all_records_flow():
     assert check_history(result["acked"], result["read"]) == []
     assert len(result["read"]) == len(result["acked"])
     assert result["low"] == 101
+    # the replication factor 1 partition moved to the joined node by fetching, its records all there
+    solo = result["solo"]
+    assert result["solo_done"] and solo["home"] != solo["third"], solo
+    assert solo["leader"] == solo["third"] and solo["replicas"] == [solo["third"]] == solo["isr"], solo
+    assert solo["epochs"][0] < solo["epochs"][1] < solo["epochs"][2], solo
+    assert len(result["acked_solo"]) >= 25
+    assert check_history(result["acked_solo"], result["read_solo"]) == []
+    assert len(result["read_solo"]) == len(result["acked_solo"])
+    assert result["solo_dirs"]["old_gone"] and "replicas" in result["solo_dirs"]["leads_on"], result["solo_dirs"]
     assert result["same_bytes"], result["new_replica_end"]
     first, last = result["new_replica_first_batch"]
     assert first <= 101 <= last  # built from the batch holding the log start, not from offset 0
