@@ -171,6 +171,20 @@ SCRIPT = textwrap.dedent(
         out["strays_left"] = json.load(open(os.path.join(data_dir, "cluster-metadata.json")))["topics"]["re"][
             "leaders"]["0"].get("strays")
 
+        # the moved partition, hibernated, is read from its new folder's closed files: nothing wakes it
+        out["solo_hibernated"] = ray.get(c.router.hibernate.remote("solo", 0, None, False), timeout=60)
+        served = ray.get(gw_third.stats.remote(), timeout=10)["closed_reads"]
+        rc = Consumer({"bootstrap.servers": bootstrap, "group.id": "solo-check", "enable.auto.commit": False})
+        rc.assign([TopicPartition("solo", 0, 0)])
+        again, deadline = 0, time.monotonic() + 60
+        while again < len(acked_solo) and time.monotonic() < deadline:
+            m = rc.poll(1.0)
+            again += m is not None and m.error() is None
+        rc.close()
+        out["solo_closed"] = {"read": again, "served_from_files": ray.get(gw_third.stats.remote(), timeout=10)[
+            "closed_reads"] - served, "active": [r.get("active") for r in c.status()
+                                                 if r["topic"] == "solo" and r["partition"] == 0]}
+
         # rebalance after the node joined: "bal" was placed on the first two nodes only
         t0 = time.monotonic()
         moves = c.rebalance_replicas()
@@ -248,6 +262,9 @@ def test_a_partition_moves_to_a_joined_node_while_acks_all_records_flow():
     assert check_history(result["acked_solo"], result["read_solo"]) == []
     assert len(result["read_solo"]) == len(result["acked_solo"])
     assert result["solo_dirs"]["old_gone"] and "replicas" in result["solo_dirs"]["leads_on"], result["solo_dirs"]
+    closed = result["solo_closed"]
+    assert result["solo_hibernated"] and closed["read"] == len(result["acked_solo"]), closed
+    assert closed["served_from_files"] > 0 and closed["active"] == [False], closed
     assert result["same_bytes"], result["new_replica_end"]
     first, last = result["new_replica_first_batch"]
     assert first <= 101 <= last  # built from the batch holding the log start, not from offset 0
