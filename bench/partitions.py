@@ -8,7 +8,10 @@ Run: ``python bench/partitions.py`` (embedded Ray, a gateway on a free port). St
 3. first-request latency over ``--cold`` untouched partitions: one 100 B record
    produced with confluent-kafka (linger.ms=0, acks=1) to each, timed from
    produce() to its delivery report. With lazy activation this is the
-   activation latency; before it, every partition was already running;
+   activation latency; before it, every partition was already running. Side by side,
+   Ray's own floor: the same number of bare named actors (no code, ``num_cpus=0``,
+   pinned to this node, as a partition actor) created one at a time with the same
+   gap, timed from creation to the answer of their first call;
 4. ``--duration`` s of 100 B records produced round-robin to ``--active``
    partitions while a confluent-kafka consumer group reads all partitions:
    throughput, end-to-end latency p99 (producer timestamp to consumer), memory;
@@ -83,6 +86,38 @@ def first_request_latencies(gateway: str, topic: str, partitions: range, gap_s: 
             time.perf_counter() if err is None else float("nan")))
         prod.flush(60)
         out.append((done[0] - started) * 1e3 if done else float("nan"))
+    return out
+
+
+def ray_actor_floor(count: int, gap_s: float) -> list[float]:
+    """Ms from creating a bare named actor on this node to the answer of its first call (each one is
+    ended before the next): what any Ray actor start costs here, whatever the actor does. Each gets a
+    worker prestarted for this job before the gap, as a partition actor gets one of the router's warm
+    workers (logan_ray.actors.warm_workers), so the two starts compare."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from logan_ray.actors.warm_workers import WarmWorkers
+
+    @ray.remote(num_cpus=0)
+    class Bare:
+        def ping(self) -> int:
+            return os.getpid()
+
+    ctx = ray.get_runtime_context()
+    here = ctx.get_node_id()
+    warm = WarmWorkers(ctx.get_job_id(), ctx.get_runtime_env_string(), size=1)
+    out = []
+    for i in range(count):
+        warm.fill(here)
+        time.sleep(max(gap_s, 0.5))  # the prestarted worker has started and registered
+        warm.took(here)
+        started = time.perf_counter()
+        actor = Bare.options(name=f"bench-bare-{uuid.uuid4().hex[:8]}", scheduling_strategy=NodeAffinitySchedulingStrategy(
+            here, soft=False)).remote()
+        ray.get(actor.ping.remote())
+        out.append((time.perf_counter() - started) * 1e3)
+        ray.kill(actor)
     return out
 
 
@@ -230,6 +265,9 @@ def main() -> None:
         print(f"first request to {cold} untouched partitions ({args.cold_gap:g} s apart): p50 {pct(lat, 0.5):.0f} ms, "
               f"p99 {pct(lat, 0.99):.0f} ms, max {max(lat):.0f} ms")
         print(f"  activation steps, median ms: {activation_breakdown(topic, range(args.partitions - cold, args.partitions), lat)}")
+        floor = ray_actor_floor(min(cold, 50), args.cold_gap)
+        print(f"Ray's floor, a bare named actor created and its first call answered ({len(floor)}, same gap): "
+              f"p50 {pct(floor, 0.5):.0f} ms, p99 {pct(floor, 0.99):.0f} ms, min {min(floor):.0f} ms")
 
     if args.duration <= 0:  # activation latency only
         print(f"# load average at the end {os.getloadavg()[0]:.2f}")
