@@ -266,7 +266,8 @@ def main() -> None:
               f"p99 {pct(lat, 0.99):.0f} ms, max {max(lat):.0f} ms")
         print(f"  activation steps, median ms: {activation_breakdown(topic, range(args.partitions - cold, args.partitions), lat)}")
         floor = ray_actor_floor(min(cold, 50), args.cold_gap)
-        print(f"Ray's floor, a bare named actor created and its first call answered ({len(floor)}, same gap): "
+        print(f"Ray's floor, a bare named actor created and its first call answered ({len(floor)}, "
+              f"{max(args.cold_gap, 0.5):g} s apart): "
               f"p50 {pct(floor, 0.5):.0f} ms, p99 {pct(floor, 0.99):.0f} ms, min {min(floor):.0f} ms")
 
     if args.duration <= 0:  # activation latency only

@@ -27,21 +27,24 @@ def _closed_log(directory: str, topic_id: str, records: int) -> None:
     log.close()
 
 
+def _reads(data_dir: str) -> ClosedReads:
+    async def data() -> str:
+        return data_dir
+    return ClosedReads(data)
+
+
 def test_a_moved_partition_is_read_from_the_folder_the_route_names(tmp_path):
     data_dir, topic_id = str(tmp_path), str(uuid.uuid4())
     moved = os.path.join(data_dir, "replicas", "abcd1234", "t-0")
     _closed_log(moved, topic_id, 5)
 
-    async def data() -> str:
-        return data_dir
-
     async def run() -> None:
-        reads = ClosedReads(data)
+        reads = _reads(data_dir)
         assert await reads.call("t", 0, topic_id, 3, "offsets", (), moved) == (0, 5)
         slices, hw, log_start = await reads.call("t", 0, topic_id, 3, "locate", (0, 1 << 20), moved)
         assert (hw, log_start) == (5, 0) and sum(s[2] for s in slices) > 0
         with pytest.raises(NeedsActor):  # the default folder holds nothing of this topic: its actor must answer
-            await ClosedReads(data).call("t", 0, topic_id, 3, "offsets", ())
+            await _reads(data_dir).call("t", 0, topic_id, 3, "offsets", ())
     asyncio.run(run())
 
 
@@ -51,11 +54,8 @@ def test_a_stale_default_folder_is_not_read_when_the_route_names_another(tmp_pat
     moved = os.path.join(data_dir, "replicas", "abcd1234", "t-0")
     _closed_log(moved, topic_id, 7)
 
-    async def data() -> str:
-        return data_dir
-
     async def run() -> None:
-        reads = ClosedReads(data)
+        reads = _reads(data_dir)
         assert await reads.call("t", 0, topic_id, 3, "offsets", ()) == (0, 2)  # a view of the old folder
         assert await reads.call("t", 0, topic_id, 3, "offsets", (), moved) == (0, 7)  # not kept for the new one
     asyncio.run(run())
