@@ -25,6 +25,7 @@ slept again) gets ``FileNotFoundError`` when it opens the path and asks again.
 from __future__ import annotations
 
 import os
+import time
 from typing import NamedTuple
 
 from .config import TopicConfig
@@ -75,6 +76,8 @@ class ClosedLog:
     def __init__(self, st: LogState, leader_epochs: LeaderEpochCache, stamp: _Stamp) -> None:
         self._st = st
         self._stamp = stamp
+        #: time.monotonic() of the last check that found the folder unchanged; None once one found it changed
+        self._verified: float | None = -1.0
         self.leader_epochs = leader_epochs
         self.directory = st.directory
 
@@ -137,11 +140,25 @@ class ClosedLog:
             return None
         return view
 
-    def current(self) -> bool:
-        """True while the folder is as it was when the view was opened (no actor opened it since)."""
+    def current(self, max_age_s: float = 0.0) -> bool:
+        """True while the folder is as it was when the view was opened (no actor opened it since).
+
+        ``max_age_s``: trust a check made that recently instead of looking again. A view a little
+        late to notice its actor started only answers from the files as they were closed (records
+        at their offsets; a log end or log start that just moved on is seen on the next check);
+        the files' own checks cost one or two system calls, which a Fetch naming a thousand idle
+        partitions paid for each of them on every request."""
+        if self._verified is None:
+            return False  # found changed once: a folder never returns to the state a view was made of
+        now = time.monotonic()
+        if max_age_s > 0 and now - self._verified < max_age_s:
+            return True
         if self._stamp.first_segment is not None:
-            return _stamp(self.directory) is None and not os.path.exists(self._stamp.first_segment)
-        return _stamp(self.directory) == self._stamp
+            fresh = _stamp(self.directory) is None and not os.path.exists(self._stamp.first_segment)
+        else:
+            fresh = _stamp(self.directory) == self._stamp
+        self._verified = now if fresh else None
+        return fresh
 
     def close(self) -> None:
         for seg in self._st.segments:

@@ -40,6 +40,8 @@ log = logging.getLogger("logan_ray.gateway")
 #: open views kept (each holds one descriptor per segment read). More than a consumer group reads at once:
 #: a group polling more inactive partitions than this reopened hundreds of views on every Fetch.
 MAX_VIEWS = 4096
+#: a view found unchanged this recently is used without looking at its folder again (ClosedLog.current)
+FRESH_S = 0.05
 
 
 class NeedsActor(Exception):
@@ -121,7 +123,7 @@ class ClosedReads:
         key = (topic, partition)
         view = self._views.get(key)
         if view is not None:
-            if view.current() and (directory is None or view.directory == directory):
+            if view.current(FRESH_S) and (directory is None or view.directory == directory):
                 self._views.move_to_end(key)
                 return view
             self.changed(topic, partition)

@@ -56,6 +56,27 @@ def test_opening_the_folder_makes_the_view_stale_and_a_new_close_gives_a_new_vie
     assert fresh is not None and fresh.log_end_offset == 6
 
 
+def test_a_recent_check_is_trusted_for_its_age_then_the_folder_is_looked_at_again(tmp_path, monkeypatch):
+    import time
+
+    _filled(tmp_path, records=5).close()
+    view = ClosedLog.open(str(tmp_path))
+    assert view is not None and view.current()  # checked now
+    log = open_log(tmp_path, segment_bytes=600)  # the actor woke: the marker is gone
+    assert view.current(60.0)  # a check younger than a minute is trusted: no system call
+    assert not view.current()  # asked to look: stale
+    assert not view.current(60.0)  # and stale for good, whatever age is trusted
+    log.close()
+    _filled(tmp_path / "b", records=5).close()
+    other = ClosedLog.open(str(tmp_path / "b"))
+    assert other is not None and other.current()
+    log = open_log(tmp_path / "b", segment_bytes=600)
+    now = time.monotonic()
+    monkeypatch.setattr(time, "monotonic", lambda: now + 120.0)
+    assert not other.current(60.0)  # the last check that found it unchanged is too old: looked at again
+    log.close()
+
+
 def test_a_folder_not_closed_cleanly_has_no_view(tmp_path):
     log = _filled(tmp_path, records=5)
     log.flush()  # data on disk, but no clean-shutdown marker: a crash would look like this
