@@ -54,6 +54,7 @@ SCRIPT = textwrap.dedent(
         info = c.create_topic("re", partitions=1, replication_factor=2, config={"min.insync.replicas": "2"})
         c.create_topic("bal", partitions=2, replication_factor=2)
         c.create_topic("solo", partitions=2)  # replication factor 1: one copy, moved all the same
+        c.create_topic("idle", partitions=1, activate=False)  # replication factor 1, never started until moved
         leader, follower = info["partitions"][0]["replicas"]
 
         def describe(topic="re", p=0):
@@ -185,6 +186,17 @@ SCRIPT = textwrap.dedent(
             "closed_reads"] - served, "active": [r.get("active") for r in c.status()
                                                  if r["topic"] == "solo" and r["partition"] == 0]}
 
+        # a never-written one-copy partition moves too (its leader starts to be fetched from), then takes a record
+        c.reassign_partitions({("idle", 0): [broker_id(third)]})
+        out["idle_done"] = wait_for(lambda: c.list_reassignments() == {}, 60)
+        d = describe("idle")
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+        got = []
+        p.produce("idle", b"first", partition=0, on_delivery=lambda e, m: got.append(e or m.offset()))
+        p.flush(30)
+        out["idle"] = {"leader": d["node_id"], "replicas": d["replicas"], "third": third, "produced": got,
+                       "end": c.partition_offsets("idle")[0][1]}
+
         # rebalance after the node joined: "bal" was placed on the first two nodes only
         t0 = time.monotonic()
         moves = c.rebalance_replicas()
@@ -192,7 +204,7 @@ SCRIPT = textwrap.dedent(
         out["rebalance_done"] = wait_for(lambda: c.list_reassignments() == {}, 60)
         out["rebalance_s"] = round(time.monotonic() - t0, 3)
         load, per_topic = {n: 0 for n in endpoints}, {}
-        for t in ("re", "bal", "solo", "__consumer_offsets"):  # every topic
+        for t in ("re", "bal", "solo", "idle", "__consumer_offsets"):  # every topic
             counts = per_topic[t] = {n: 0 for n in endpoints}
             for p in c.describe_topic(t)["partitions"]:
                 for n in p["replicas"]:
@@ -262,6 +274,9 @@ def test_a_partition_moves_to_a_joined_node_while_acks_all_records_flow():
     assert check_history(result["acked_solo"], result["read_solo"]) == []
     assert len(result["read_solo"]) == len(result["acked_solo"])
     assert result["solo_dirs"]["old_gone"] and "replicas" in result["solo_dirs"]["leads_on"], result["solo_dirs"]
+    idle = result["idle"]
+    assert result["idle_done"] and idle["leader"] == idle["third"] and idle["replicas"] == [idle["third"]], idle
+    assert idle["produced"] == [0] and idle["end"] == 1, idle
     closed = result["solo_closed"]
     assert result["solo_hibernated"] and closed["read"] == len(result["acked_solo"]), closed
     assert closed["served_from_files"] > 0 and closed["active"] == [False], closed
