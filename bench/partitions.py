@@ -5,17 +5,19 @@ Run: ``python bench/partitions.py`` (embedded Ray, a gateway on a free port). St
 1. create one topic of ``--partitions`` partitions (wall time of CreateTopics);
 2. broker memory at rest: the sum of PSS of this process's whole process tree
    (GCS, raylet, every worker and actor: the whole embedded broker);
-3. first-request latency over ``--cold`` untouched partitions: one 100 B record
+3. the gateway's time per Fetch naming every partition, none with data (all inactive: what a
+   consumer assigned them all costs per request);
+4. first-request latency over ``--cold`` untouched partitions: one 100 B record
    produced with confluent-kafka (linger.ms=0, acks=1) to each, timed from
    produce() to its delivery report. With lazy activation this is the
    activation latency; before it, every partition was already running. Side by side,
    Ray's own floor: the same number of bare named actors (no code, ``num_cpus=0``,
    pinned to this node, as a partition actor) created one at a time with the same
    gap, timed from creation to the answer of their first call;
-4. ``--duration`` s of 100 B records produced round-robin to ``--active``
+5. ``--duration`` s of 100 B records produced round-robin to ``--active``
    partitions while a confluent-kafka consumer group reads all partitions:
    throughput, end-to-end latency p99 (producer timestamp to consumer), memory;
-5. memory again after ``--idle`` s without traffic.
+6. memory again after ``--idle`` s without traffic.
 
 Compare throughput with the same run at ``--partitions`` equal to ``--active``.
 """
@@ -86,6 +88,46 @@ def first_request_latencies(gateway: str, topic: str, partitions: range, gap_s: 
             time.perf_counter() if err is None else float("nan")))
         prod.flush(60)
         out.append((done[0] - started) * 1e3 if done else float("nan"))
+    return out
+
+
+def idle_fetch_ms(gateway: str, topic: str, partitions: int, rounds: int = 100) -> list[float]:
+    """Ms per Fetch (v11, max_wait 0) naming every partition of ``topic`` at its log end, none with
+    data: what the gateway spends per request on partitions that have nothing new (a consumer
+    assigned all of them sends such requests back to back). The request is encoded once and the
+    answer only read, so the time is the gateway's."""
+    import socket
+    import struct
+
+    from logan_ray.protocol import encode_request
+
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                 "partition_max_bytes": 1 << 20} for p in range(partitions)]}]}
+    frame = encode_request(1, 11, 1, "bench", body)
+    host, port = gateway.rsplit(":", 1)
+    out = []
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def exactly(n: int) -> None:
+            while n:
+                got = s.recv(min(n, 1 << 20))
+                if not got:
+                    raise ConnectionError("gateway closed the connection")
+                n -= len(got)
+
+        for i in range(rounds + 5):
+            started = time.perf_counter()
+            s.sendall(frame)
+            head = bytearray()
+            while len(head) < 4:
+                head += s.recv(4 - len(head))
+            exactly(struct.unpack(">i", bytes(head))[0])
+            if i >= 5:  # the first ones open the partitions' views
+                out.append((time.perf_counter() - started) * 1e3)
     return out
 
 
@@ -259,6 +301,11 @@ def main() -> None:
     time.sleep(2.0)
     print(f"broker PSS: {pss_empty:.0f} MiB before, {broker_pss_mib():.0f} MiB at rest after "
           f"({partition_actor_count()} PartitionActor processes)")
+
+    if args.active < args.partitions:
+        idle = idle_fetch_ms(gateway, topic, args.partitions)
+        print(f"a Fetch naming all {args.partitions} partitions, none with data (gateway time): "
+              f"p50 {pct(idle, 0.5):.1f} ms, p90 {pct(idle, 0.9):.1f} ms")
 
     lat = first_request_latencies(gateway, topic, range(args.partitions - cold, args.partitions), args.cold_gap)
     if lat:  # none when every partition is an active one (the comparison run)

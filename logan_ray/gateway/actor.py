@@ -110,6 +110,7 @@ class GatewayActor:
                 self._listen_secondaries(gateway)
             self._gateway, self._router = gateway, router
             self.port = bound[1]  # a restart re-binds the same port
+            gateway.cluster.own_endpoint = self._advertised()
         gateway = self._gateway
         if self._register_task is None:
             await self._register()
@@ -118,7 +119,8 @@ class GatewayActor:
             settings = await gateway.cluster.settings()
             heartbeat = Heartbeat(gateway.cluster, self.node_id,
                                   settings.get("broker_session_timeout_ms", DEFAULT_BROKER_SESSION_TIMEOUT_MS),
-                                  settings.get("broker_heartbeat_interval_ms", DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS))
+                                  settings.get("broker_heartbeat_interval_ms", DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS),
+                                  on_new_epoch=self._register)
             gateway.cluster.lease = heartbeat.lease
             try:
                 await heartbeat.beat()  # a lease before the first produce
@@ -127,7 +129,8 @@ class GatewayActor:
             heartbeat.start()
             self._heartbeat = heartbeat
         if self._fetcher is None:
-            self._fetcher = ReplicaFetcher(self._router, self.node_id)  # this node's follower replicas
+            # this node's follower replicas; through the proxy that finds a replaced router again
+            self._fetcher = ReplicaFetcher(gateway.cluster.router, self.node_id)
             self._fetcher.start()
         if self._gauges is None:
             # also of its inactive partitions; through the proxy that finds a replaced router again

@@ -140,6 +140,27 @@ class ClosedReads:
         return view
 
     # ------------------------------------------------------------------ calls
+    def locate_now(self, topic: str, partition: int, leader_epoch: int, offset: int, max_bytes: int,
+                   current_leader_epoch: int = -1, directory: str | None = None):
+        """A Fetch's locate without waiting, answered at once from an open view of the partition's
+        closed files: (slices, log end, log start), or None when this cannot answer it here (no view
+        open, or one that may be stale, or an error such as a fenced epoch) and :meth:`call` must.
+
+        Why a second way in: a consumer assigned a thousand idle partitions names them all in
+        every Fetch; going through the partition's call, the closed reader and a coroutine each
+        was most of the gateway's time per request (docs/benchmarks.md, issue 14)."""
+        view = self._views.get((topic, partition))
+        if view is None or (directory is not None and view.directory != directory) or not view.current(FRESH_S):
+            return None
+        epoch = view.leader_epochs.latest_epoch if view.leader_epochs.latest_epoch >= 0 else leader_epoch
+        try:
+            found = self._answer(view, topic, partition, epoch, offset, max_bytes, None, current_leader_epoch)
+        except Exception:  # the partition's call gives the error its usual way
+            return None
+        self._views.move_to_end((topic, partition))
+        self.served += 1
+        return found
+
     async def call(self, topic: str, partition: int, topic_id: str | None, leader_epoch: int, method: str,
                    args: tuple, directory: str | None = None) -> Any:
         """Answer ``method(*args)`` as the partition actor would; NeedsActor when its actor must.
@@ -180,12 +201,18 @@ class ClosedReads:
     async def _locate(self, view: ClosedLog, topic: str, partition: int, epoch: int, offset: int, max_bytes: int,
                       max_wait_ms: int = 0, min_bytes: int = 1, max_offset: int | None = None,
                       current_leader_epoch: int = -1, _replica: str | None = None):
-        fence(f"{topic}-{partition}", current_leader_epoch, epoch)
-        slices = view.locate(offset, max_bytes, max_offset=max_offset)
-        if max_wait_ms > 0 and sum(s.length for s in slices) < min_bytes:
+        found = self._answer(view, topic, partition, epoch, offset, max_bytes, max_offset, current_leader_epoch)
+        if max_wait_ms > 0 and sum(s[2] for s in found[0]) < min_bytes:
             # a closed log does not grow: wait for the partition to wake, then ask its actor
             await self._wait(view, topic, partition, max_wait_ms,
                              lambda left: (offset, max_bytes, left, min_bytes, max_offset, current_leader_epoch))
+        return found
+
+    @staticmethod
+    def _answer(view: ClosedLog, topic: str, partition: int, epoch: int, offset: int, max_bytes: int,
+                max_offset: int | None, current_leader_epoch: int) -> tuple[list[tuple], int, int]:
+        fence(f"{topic}-{partition}", current_leader_epoch, epoch)
+        slices = view.locate(offset, max_bytes, max_offset=max_offset)
         return [tuple(s) for s in slices], view.log_end_offset, view.log_start_offset
 
     async def _wait(self, view: ClosedLog, topic: str, partition: int, max_wait_ms: int,

@@ -126,6 +126,11 @@ class Partition:
         return self._down
 
     @property
+    def files_directory(self) -> str | None:
+        """The folder its closed files are read from when it is not ``<data-dir>/<topic>-<p>``."""
+        return getattr(self._closed, "directory", None)
+
+    @property
     def from_files(self) -> bool:
         """Inactive, and its reads are answered from its closed files by this gateway (closed_reads.py)."""
         return self.handle is None and self._closed is not None
@@ -234,6 +239,8 @@ class Cluster:
         #: this node's broker lease (actors/broker_lease.py) when its gateway heartbeats the router; None:
         #: no session, so the router never fences this node and nothing here waits for a lease
         self.lease: Any = None
+        #: this gateway's own advertised (host, port) on its first listener, set once it listens
+        self.own_endpoint: tuple[str, int] | None = None
 
     # ---------------------------------------------------------------- routes
     def _store(self, name: str, route: dict | None) -> list[Partition] | None:
@@ -317,6 +324,7 @@ class Cluster:
             tid = self._id_of.get(name)
             return self.closed.call(name, index, str(tid) if tid is not None else None, part.leader_epoch, method, args,
                                     directory)
+        read.directory = directory  # type: ignore[attr-defined]  (Partition.files_directory)
         return read
 
     def _feed_reset(self) -> None:
@@ -381,8 +389,11 @@ class Cluster:
         self._routes.pop(name, None)
 
     def forget_all(self) -> None:
-        """Drop every cached route (this node was fenced: its leaderships may have moved)."""
+        """Drop every cached route and the gateways' addresses (this node was fenced: its leaderships may
+        have moved; or the router is a new one, which learns the gateways as they register again)."""
         self._routes.clear()
+        self._gateways_at = 0.0
+        self.__dict__.pop("_by_listener", None)
 
     # ------------------------------------------------------------- topic ids
     def _remember_id(self, name: str, tid: uuid.UUID) -> None:
@@ -428,6 +439,12 @@ class Cluster:
         if fresh or now - self._gateways_at > GATEWAYS_TTL_S:
             self._gateways = await self.router.gateways.remote()
             self._gateways_at = now
+        if self.node_id not in self._gateways and self.own_endpoint is not None \
+                and self.lease is not None and self.lease.valid():
+            # a router that replaced a dead one knows no gateway until they register again: a broker
+            # always names itself while its lease runs (it is not fenced), so a client that asked
+            # it is never left without a broker to go to (librdkafka's admin client then stalled)
+            return {**self._gateways, self.node_id: self.own_endpoint}
         return self._gateways
 
     async def _listener_gateways(self, listener: str, fresh: bool) -> dict[str, tuple[str, int]]:

@@ -289,7 +289,14 @@ async def _locate_all(gw: GatewayContext, slots: list[_Slot], max_bytes: int, ah
     calls = asyncio.gather(*(_locate(gw, s, min(s.max_bytes, max_bytes), 0, 0, ahead) for s in slots
                              if not (s.part.from_files and closed.has_view(s.topic, s.index))))
     for s in inline:
-        await _locate(gw, s, min(s.max_bytes, max_bytes), 0, 0, ahead)
+        found = None if s.replica is not None else closed.locate_now(
+            s.topic, s.index, s.part.leader_epoch, s.offset, min(s.max_bytes, max_bytes), s.epoch,
+            s.part.files_directory)
+        if found is None:
+            await _locate(gw, s, min(s.max_bytes, max_bytes), 0, 0, ahead)
+        else:
+            s.slices = found[0]
+            s.result = _partition_result(s.index, codes.NONE, found[1], found[2])
     await calls
 
 

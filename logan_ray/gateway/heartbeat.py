@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from logan_ray.actors.broker_lease import BrokerLease
 
@@ -25,11 +25,15 @@ log = logging.getLogger("logan_ray.gateway")
 class Heartbeat(Periodic):
     what = "broker heartbeat"  # failed: the router may be restarting; the lease runs out meanwhile
 
-    def __init__(self, cluster: Any, node_id: str, session_timeout_ms: int, heartbeat_interval_ms: int) -> None:
+    def __init__(self, cluster: Any, node_id: str, session_timeout_ms: int, heartbeat_interval_ms: int,
+                 on_new_epoch: Callable[[], Awaitable[None]] | None = None) -> None:
         super().__init__()
         self._cluster = cluster
         self._node_id = node_id
         self.lease = BrokerLease(session_timeout_ms, heartbeat_interval_ms)
+        #: registers the gateway's addresses again: a new broker epoch may be a new router (one that
+        #: replaced a dead one) that knows no gateway yet, and leaves this one out of Metadata until then
+        self._on_new_epoch = on_new_epoch
 
     async def beat(self) -> None:
         """One heartbeat; the lease counts from before it was sent."""
@@ -39,6 +43,11 @@ class Heartbeat(Periodic):
             if self.lease.broker_epoch >= 0:
                 log.warning("gateway: this node was fenced; registered again (broker epoch %d)", epoch)
             self._cluster.forget_all()  # before the lease runs again under the new epoch
+            if self._on_new_epoch is not None and self.lease.broker_epoch >= 0:
+                try:
+                    await self._on_new_epoch()
+                except Exception as e:  # the periodic registration tries again
+                    log.warning("gateway: registering again failed: %s", e)
         self.lease.granted(sent, epoch)
 
     async def round(self) -> None:
