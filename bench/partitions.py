@@ -12,8 +12,8 @@ Run: ``python bench/partitions.py`` (embedded Ray, a gateway on a free port). St
    produce() to its delivery report. With lazy activation this is the
    activation latency; before it, every partition was already running. Side by side,
    Ray's own floor: the same number of bare named actors (no code, ``num_cpus=0``,
-   pinned to this node, as a partition actor) created one at a time with the same
-   gap, timed from creation to the answer of their first call;
+   pinned to this node, as a partition actor, each on a prestarted worker) created one
+   at a time, at least 0.5 s apart, timed from creation to the answer of their first call;
 5. ``--duration`` s of 100 B records produced round-robin to ``--active``
    partitions while a confluent-kafka consumer group reads all partitions:
    throughput, end-to-end latency p99 (producer timestamp to consumer), memory;
