@@ -118,15 +118,25 @@ class ClosedReads:
     def inactive_views(self) -> int:
         return len(self._views)
 
+    def _open_view(self, topic: str, partition: int, directory: str | None) -> ClosedLog | None:
+        """The partition's open view if it may still answer (of ``directory`` when given), else None
+        (a stale one is dropped: its long-polls are woken)."""
+        key = (topic, partition)
+        view = self._views.get(key)
+        if view is None:
+            return None
+        if view.current(FRESH_S) and (directory is None or view.directory == directory):
+            self._views.move_to_end(key)
+            return view
+        self.changed(topic, partition)
+        return None
+
     async def _view(self, topic: str, partition: int, topic_id: str | None, directory: str | None = None
                     ) -> ClosedLog:
         key = (topic, partition)
-        view = self._views.get(key)
+        view = self._open_view(topic, partition, directory)
         if view is not None:
-            if view.current(FRESH_S) and (directory is None or view.directory == directory):
-                self._views.move_to_end(key)
-                return view
-            self.changed(topic, partition)
+            return view
         if directory is None:
             directory = os.path.join(await self._data_dir(), f"{topic}-{partition}")
         if topic_id is not None and read_topic_id(directory) not in (topic_id,):
@@ -149,15 +159,14 @@ class ClosedReads:
         Why a second way in: a consumer assigned a thousand idle partitions names them all in
         every Fetch; going through the partition's call, the closed reader and a coroutine each
         was most of the gateway's time per request (docs/benchmarks.md, issue 14)."""
-        view = self._views.get((topic, partition))
-        if view is None or (directory is not None and view.directory != directory) or not view.current(FRESH_S):
+        view = self._open_view(topic, partition, directory)
+        if view is None:
             return None
         epoch = view.leader_epochs.latest_epoch if view.leader_epochs.latest_epoch >= 0 else leader_epoch
         try:
             found = self._answer(view, topic, partition, epoch, offset, max_bytes, None, current_leader_epoch)
         except Exception:  # the partition's call gives the error its usual way
             return None
-        self._views.move_to_end((topic, partition))
         self.served += 1
         return found
 
