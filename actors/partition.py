@@ -32,6 +32,7 @@ from logan_ray.storage.producer_state import DEFAULT_EXPIRATION_MS, OutOfOrderSe
 from .channel import ChannelServer, serve_channel
 from .group_commit import GroupCommit
 from .isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS
+from .heap_settle import settle_heap
 from .leader_replication import LeaderReplication
 from .leader_resign import wait_caught_up
 from .metrics import PartitionMetrics
@@ -193,6 +194,7 @@ class PartitionActor:
         log.info("partition %s-%d opened in %.1f ms: offsets [%d, %d), leader epoch %d", topic, partition,
                  (time.perf_counter() - started) * 1e3, self._log.log_start_offset, self._log.log_end_offset,
                  self._leader_epoch)
+        settle_heap()  # the collector walks what serving makes, not the startup objects of the process
         # Ray runs an async actor's constructor on its event loop. Watching idleness from here covers a
         # restart by Ray after a crash too, which no router call follows: unused, it still hibernates.
         self._start_idle_watch()

@@ -18,6 +18,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from logan_ray._ray import NAMESPACE, get
+from logan_ray.actors.heap_settle import settle_heap
 from logan_ray.actors.broker_lease import DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS, DEFAULT_BROKER_SESSION_TIMEOUT_MS
 from logan_ray.actors.names import gateway_name
 
@@ -136,6 +137,7 @@ class GatewayActor:
             # also of its inactive partitions; through the proxy that finds a replaced router again
             self._gauges = PartitionGauges(gateway.cluster.router, self.node_id)
             self._gauges.start()
+            settle_heap()  # started: its objects stay; the collector sees only what serving makes
         return self.endpoint()
 
     def _primary_security(self, gateway: Gateway) -> dict[str, Any]:

@@ -41,7 +41,7 @@ log = logging.getLogger("logan_ray.gateway")
 #: a group polling more inactive partitions than this reopened hundreds of views on every Fetch.
 MAX_VIEWS = 4096
 #: a view found unchanged this recently is used without looking at its folder again (ClosedLog.current)
-FRESH_S = 0.05
+FRESH_S = 0.25
 
 
 class NeedsActor(Exception):
@@ -162,7 +162,13 @@ class ClosedReads:
         view = self._open_view(topic, partition, directory)
         if view is None:
             return None
-        epoch = view.leader_epochs.latest_epoch if view.leader_epochs.latest_epoch >= 0 else leader_epoch
+        epoch = view.leader_epochs.latest_epoch
+        if epoch < 0:
+            epoch = leader_epoch
+        end = view.log_end_offset
+        if offset == end and (current_leader_epoch < 0 or current_leader_epoch == epoch):
+            self.served += 1
+            return [], end, view.log_start_offset  # caught up on an idle partition: the usual case
         try:
             found = self._answer(view, topic, partition, epoch, offset, max_bytes, None, current_leader_epoch)
         except Exception:  # the partition's call gives the error its usual way

@@ -211,16 +211,26 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
         slots = [_Slot(name, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
                        p.get("current_leader_epoch", -1), p.get("last_fetched_epoch", -1)) for p in t["partitions"]]
         groups.append(({"topic": t.get("topic", ""), "topic_id": t.get("topic_id")}, slots))
+        routes: Any = None  # the topic's cached routes, looked up once per request
         for s in slots:
             if name is None:
                 s.result = _partition_result(s.index, codes.UNKNOWN_TOPIC_ID)
                 continue
             try:
-                s.part = await gw.cluster.partition(name, s.index)
+                if routes is None:
+                    routes = await gw.cluster.topic(name) or ()  # () : no such topic, the router said
+                if not routes:
+                    s.part = None
+                elif 0 <= s.index < len(routes) and not routes[s.index].offline:
+                    s.part = routes[s.index]
+                else:  # maybe partitions were added, or its node is back: ask the router
+                    s.part = await gw.cluster.partition(name, s.index)
+                    routes = None
                 if s.part is not None and s.epoch > s.part.leader_epoch >= 0:
                     # the fetcher knows a newer leader epoch than this cached route: leadership changed
                     gw.cluster.forget(name)
                     s.part = await gw.cluster.partition(name, s.index)
+                    routes = None
             except Exception as e:
                 s.result = _partition_result(s.index, error_code(e))
                 continue
@@ -262,6 +272,8 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
             await _locate_all(gw, woke, max_bytes)
         await _fit(gw, live, max_bytes)
     for s in live:
+        if not s.slices:
+            continue  # nothing to open or read ahead (most partitions of a wide Fetch)
         await _open(gw, s)
         if s.result["error_code"] == codes.NONE and s.replica is None:
             try:
@@ -285,13 +297,16 @@ async def _locate_all(gw: GatewayContext, slots: list[_Slot], max_bytes: int, ah
     cost over a thousand inactive partitions); the others concurrently (a call to their actor, or a
     view to open, or an activation when their files cannot be read)."""
     closed = gw.cluster.closed
-    inline = [s for s in slots if s.part.from_files and closed.has_view(s.topic, s.index)]
-    calls = asyncio.gather(*(_locate(gw, s, min(s.max_bytes, max_bytes), 0, 0, ahead) for s in slots
-                             if not (s.part.from_files and closed.has_view(s.topic, s.index))))
+    inline, others = [], []
+    for s in slots:
+        (inline if s.part.from_files and closed.has_view(s.topic, s.index) else others).append(s)
+    calls = asyncio.gather(*(_locate(gw, s, min(s.max_bytes, max_bytes), 0, 0, ahead) for s in others))
+    locate_now = closed.locate_now
     for s in inline:
-        found = None if s.replica is not None else closed.locate_now(
-            s.topic, s.index, s.part.leader_epoch, s.offset, min(s.max_bytes, max_bytes), s.epoch,
-            s.part.files_directory)
+        part = s.part
+        found = None if s.replica is not None else locate_now(
+            s.topic, s.index, part.leader_epoch, s.offset, min(s.max_bytes, max_bytes), s.epoch,
+            part.files_directory)
         if found is None:
             await _locate(gw, s, min(s.max_bytes, max_bytes), 0, 0, ahead)
         else:

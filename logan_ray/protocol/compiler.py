@@ -83,8 +83,13 @@ def read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
         raise ProtocolDecodeError(str(e)) from None
 
 
+_SMALL_UVARINTS = tuple(bytes((n,)) for n in range(128))
+
+
 def uvarint_bytes(n: int) -> bytes:
     """Kafka unsigned varint (compact lengths, tags); the storage codec's tables do the work."""
+    if 0 <= n < 128:
+        return _SMALL_UVARINTS[n]  # one byte: most compact lengths and counts
     try:
         return encode_uvarint(n)
     except ValueError:
@@ -406,6 +411,24 @@ def compile_struct(fields: Sequence[Field], version: int, flexible: bool) -> tup
     empty_tags = b"\x00" if flexible and not tag_encoders else b""
     write_tags = flexible and bool(tag_encoders)
 
+    if len(steps_t) == 1 and steps_t[0][0].__class__ is not str and not fresh_t:
+        # all fixed-width fields (a Fetch's partition entries, thousands per request): one unpack
+        names, packer = steps_t[0]
+        unpack, size = packer.unpack_from, packer.size
+
+        def dec_fixed(buf: memoryview, pos: int) -> tuple[Any, int]:
+            d = static_defaults.copy()
+            d.update(zip(names, unpack(buf, pos)))
+            pos += size
+            if read_tags:
+                if buf[pos] == 0:
+                    pos += 1
+                else:
+                    pos = _read_tagged(buf, pos, d, tag_decoders)
+            return d, pos
+    else:
+        dec_fixed = None
+
     def dec(buf: memoryview, pos: int) -> tuple[Any, int]:
         d = static_defaults.copy()
         for key, fdec in steps_t:
@@ -433,11 +456,15 @@ def compile_struct(fields: Sequence[Field], version: int, flexible: bool) -> tup
             else:
                 fenc(out, get(key, default))
         if write_tags:
-            _write_tagged(out, d, tag_encoders)
+            if tag_names.isdisjoint(d):
+                out += b"\x00"  # none of the tagged fields given: the usual case
+            else:
+                _write_tagged(out, d, tag_encoders)
         else:
             out += empty_tags
 
-    return dec, enc
+    tag_names = frozenset(name for _, name, _, _ in tag_encoders)
+    return dec_fixed or dec, enc
 
 
 def _read_tagged(buf: memoryview, pos: int, d: dict, known: dict) -> int:
