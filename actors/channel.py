@@ -38,6 +38,8 @@ from typing import Any, Awaitable, Callable
 
 import msgpack
 
+from .offsets_board import BoardReader, board_path
+
 log = logging.getLogger("logan_ray.channel")
 
 _LEN = struct.Struct(">II")
@@ -174,10 +176,12 @@ def channel_path(key: str, pid: int | None = None) -> str | None:
 
 
 def sweep_stale_sockets(base: str) -> int:
-    """Remove sockets whose serving process is gone (SIGKILL leaves them behind); returns how many."""
+    """Remove sockets (and their offsets boards) whose serving process is gone (SIGKILL leaves them
+    behind); returns how many."""
     removed = 0
     for name in os.listdir(base):
-        stem, _, pid = name[:-len(".sock")].rpartition("-") if name.endswith(".sock") else ("", "", "")
+        suffix = next((x for x in (".sock", ".board", ".board.tmp") if name.endswith(x)), None)
+        stem, _, pid = name[:-len(suffix)].rpartition("-") if suffix else ("", "", "")
         if not stem or not pid.isdigit():
             continue
         try:
@@ -415,10 +419,12 @@ class ChannelLink:
     When the channel closes (the actor died), the next use asks again.
     """
 
-    __slots__ = ("client", "lock", "unavailable", "calls", "connects")
+    __slots__ = ("client", "board", "lock", "unavailable", "calls", "connects")
 
     def __init__(self) -> None:
         self.client: ChannelClient | None = None
+        #: the actor's offsets board (actors/offsets_board.py), trusted only while ``client`` is open
+        self.board: BoardReader | None = None
         self.lock = asyncio.Lock()
         self.unavailable = False
         self.calls = 0
@@ -434,6 +440,9 @@ class ChannelLink:
             if self.client is not None and not self.client.closed:
                 return self.client
             self.client = None
+            if self.board is not None:
+                self.board.close()
+                self.board = None
             path = await handle.channel.remote()
             if path is None:
                 self.unavailable = True  # e.g. no private socket directory: Ray calls it is
@@ -441,6 +450,7 @@ class ChannelLink:
             try:
                 self.client = await ChannelClient.connect(path)
                 self.connects += 1
+                self.board = BoardReader.open(board_path(path))  # made before the actor named its path
             except OSError as e:  # the actor restarted in between: Ray calls for now, retry next time
                 log.info("no channel to %s yet: %s", path, e)
                 return None

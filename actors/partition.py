@@ -33,6 +33,7 @@ from .channel import ChannelServer, serve_channel
 from .group_commit import GroupCommit
 from .isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS
 from .heap_settle import settle_heap
+from .offsets_board import BoardWriter, board_path
 from .leader_replication import LeaderReplication
 from .leader_resign import wait_caught_up
 from .metrics import PartitionMetrics
@@ -189,6 +190,7 @@ class PartitionActor:
         self._maintenance: asyncio.Task | None = None
         self._channel: ChannelServer | None = None
         self._channel_started = False
+        self._board: BoardWriter | None = None  # its log end for the node's gateway (actors/offsets_board.py)
         self._metrics = PartitionMetrics(topic, partition)
         pause_point(directory, "activate-opened")
         log.info("partition %s-%d opened in %.1f ms: offsets [%d, %d), leader epoch %d", topic, partition,
@@ -223,11 +225,15 @@ class PartitionActor:
             for i, (pos, h) in enumerate(located):
                 check_client_batch(data, pos, h, compacted, f"batch {i} at byte {pos} of {len(data)}", window)
         headers = [h for _, h in located]
-        if any(h.producer_id >= 0 and h.base_sequence >= 0 for h in headers):
-            result = await self._append_idempotent(data, headers)
-        else:
-            info = self._log.append(data, leader_epoch=self._leader_epoch)
-            result = (info.base_offset, info.log_append_time, info.log_start_offset)
+        try:
+            if any(h.producer_id >= 0 and h.base_sequence >= 0 for h in headers):
+                result = await self._append_idempotent(data, headers)
+            else:
+                info = self._log.append(data, leader_epoch=self._leader_epoch)
+                result = (info.base_offset, info.log_append_time, info.log_start_offset)
+        except BaseException:
+            self._publish_board()  # a log that went offline is answered by the actor, with its error
+            raise
         self._after_append(sum(h.record_count for h in headers), len(data), started)
         return result
 
@@ -317,12 +323,14 @@ class PartitionActor:
         if self._replication is None:
             raise ValueError(f"partition {self.topic}-{self.partition} has one replica: no one to hand over to")
         self._resigned = True
+        self._publish_board()
         await wait_caught_up(self._replication.states, successor, lambda: self._log.log_end_offset, timeout_s)
         return self._log.log_end_offset
 
     async def unresign(self) -> None:
         """A move that did not happen: take writes again."""
         self._resigned = False
+        self._publish_board()
 
     async def reassigned(self, leader_epoch: int, replicas: list[str], isr: list[str]) -> int:
         """The controller changed this partition's replica set (a reassignment, actors/router_reassign.py)
@@ -346,6 +354,7 @@ class PartitionActor:
             if len(replicas) < 2:  # they see the leader alone: their records are replicated
                 self._replication.stop()
                 self._replication = None
+        self._publish_board()
         log.info("partition %s-%d: replicas %s, ISR %s, leader epoch %d", self.topic, self.partition,
                  [r[:8] for r in replicas], [r[:8] for r in isr], leader_epoch)
         return self._leader_epoch
@@ -385,6 +394,7 @@ class PartitionActor:
         return hw
 
     def _after_append(self, records: int, nbytes: int, started: float) -> None:
+        self._publish_board()
         if self._replication is not None:
             self._replication.appended(self._log.log_end_offset)
         if self._new_data is not None:
@@ -552,8 +562,10 @@ class PartitionActor:
     @in_use
     async def delete_records(self, before_offset: int) -> int:
         refuse_internal(self.topic, "delete records of")
-        low = self._log.delete_records(before_offset, high_watermark=self._high_watermark())
-        return low
+        try:
+            return self._log.delete_records(before_offset, high_watermark=self._high_watermark())
+        finally:
+            self._publish_board()
 
     @in_use
     async def reconfigure(self, config: dict[str, Any]) -> None:
@@ -588,6 +600,8 @@ class PartitionActor:
             self._log.close()
         except KafkaStorageError as e:
             log.warning("closing %s-%d before reopening: %s", self.topic, self.partition, e)
+        finally:
+            self._publish_board()  # closed: the gateway asks the actor until the log is open again
         config = self._log.config
         # A reopened log may have lost an unsynced tail: it leads in a new epoch, saved by the router first.
         opened = await _router(self._router_name).open_partition.remote(
@@ -603,14 +617,17 @@ class PartitionActor:
         self._log.start_leader_epoch(self._leader_epoch)
         self._producers = self._log.producer_state
         self._group_commit = GroupCommit(self._log)
+        self._publish_board()
         log.warning("partition %s-%d reopened: offsets [%d, %d)", self.topic, self.partition,
                     self._log.log_start_offset, self._log.log_end_offset)
         return self._log.log_start_offset, self._log.log_end_offset
 
     @in_use
     async def apply_retention(self) -> int:
-        deleted = self._log.apply_retention()
-        return deleted
+        try:
+            return self._log.apply_retention()
+        finally:
+            self._publish_board()
 
     # ------------------------------------------------------------ compaction
     async def cleaning_view(self, roll: bool = False):
@@ -655,7 +672,25 @@ class PartitionActor:
                 "list_offset": self.list_offset, "end_offset_for_epoch": self.end_offset_for_epoch,
                 "diverging_epoch": self.diverging_epoch,
             })
+            if self._channel is not None:
+                try:
+                    self._board = BoardWriter(board_path(self._channel.path))
+                except OSError as e:  # no board: the gateway asks the actor every time, as before
+                    log.info("partition %s-%d: no offsets board: %s", self.topic, self.partition, e)
+                self._publish_board()
         return self._channel.path if self._channel is not None else None
+
+    def _publish_board(self) -> None:
+        """Tell the node's gateway this log's end, start and epoch, and whether it may answer a Fetch at
+        the log end from them: only with one replica (the high watermark is the log end) and a log open
+        and healthy, not hibernating or handing over its leadership."""
+        board = self._board
+        if board is None:
+            return
+        lg = self._log
+        usable = (self._replication is None and lg.offline is None and not lg.closed and not self._hibernated
+                  and not self._resigned)
+        board.publish(lg.log_end_offset, lg.log_start_offset, self._leader_epoch, usable)
 
     async def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()
@@ -717,6 +752,7 @@ class PartitionActor:
         if not self._quiet() or (idle_only and time.monotonic() - self._last_used < self._idle_s()):
             return False
         self._hibernated = True  # from here on every traffic call is refused, before it does anything
+        self._publish_board()
         if self._new_data is not None:  # passive reads waiting for data end now (see passive)
             self._new_data.set()
             self._new_data = None
@@ -761,6 +797,9 @@ class PartitionActor:
 
     # ---------------------------------------------------------------- helpers
     def _close_channel(self) -> None:
+        if self._board is not None:
+            self._board.retire()
+            self._board = None
         if self._channel is not None:
             self._channel.close()
             self._channel = None
@@ -817,6 +856,7 @@ class PartitionActor:
                 self._log.apply_retention()
             except Exception:  # keep maintaining; the error is logged for the operator
                 log.exception("maintenance of %s-%d failed", self.topic, self.partition)
+            self._publish_board()
 
 
 @functools.cache

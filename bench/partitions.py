@@ -91,11 +91,13 @@ def first_request_latencies(gateway: str, topic: str, partitions: range, gap_s: 
     return out
 
 
-def idle_fetch_ms(gateway: str, topic: str, partitions: int, rounds: int = 100) -> list[float]:
-    """Ms per Fetch (v11, max_wait 0) naming every partition of ``topic`` at its log end, none with
-    data: what the gateway spends per request on partitions that have nothing new (a consumer
-    assigned all of them sends such requests back to back). The request is encoded once and the
-    answer only read, so the time is the gateway's."""
+def idle_fetch_ms(gateway: str, topic: str, partitions: int, rounds: int = 100,
+                  ends: dict[int, int] | None = None) -> list[float]:
+    """Ms per Fetch (v11, max_wait 0) naming every partition of ``topic`` at its log end (``ends``: the
+    partitions whose log end is not 0), none with data: what the gateway spends per request on
+    partitions that have nothing new (a consumer assigned all of them sends such requests back to
+    back). The request is encoded once and the answer only read, so the time is the gateway's."""
+    ends = ends or {}
     import socket
     import struct
 
@@ -104,7 +106,7 @@ def idle_fetch_ms(gateway: str, topic: str, partitions: int, rounds: int = 100) 
     body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 50 << 20, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
             "topics": [{"topic": topic, "partitions": [
-                {"partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                {"partition": p, "current_leader_epoch": -1, "fetch_offset": ends.get(p, 0), "log_start_offset": -1,
                  "partition_max_bytes": 1 << 20} for p in range(partitions)]}]}
     frame = encode_request(1, 11, 1, "bench", body)
     host, port = gateway.rsplit(":", 1)
@@ -312,6 +314,11 @@ def main() -> None:
         print(f"first request to {cold} untouched partitions ({args.cold_gap:g} s apart): p50 {pct(lat, 0.5):.0f} ms, "
               f"p99 {pct(lat, 0.99):.0f} ms, max {max(lat):.0f} ms")
         print(f"  activation steps, median ms: {activation_breakdown(topic, range(args.partitions - cold, args.partitions), lat)}")
+        if args.active < args.partitions:
+            busy = idle_fetch_ms(gateway, topic, args.partitions,
+                                 ends={p: 1 for p in range(args.partitions - cold, args.partitions)})
+            print(f"a Fetch naming all {args.partitions} partitions, none with data, the {cold} just written "
+                  f"active (gateway time): p50 {pct(busy, 0.5):.1f} ms, p90 {pct(busy, 0.9):.1f} ms")
         floor = ray_actor_floor(min(cold, 50), args.cold_gap)
         print(f"Ray's floor, a bare named actor created and its first call answered ({len(floor)}, "
               f"{max(args.cold_gap, 0.5):g} s apart): "

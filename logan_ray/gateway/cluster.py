@@ -135,6 +135,25 @@ class Partition:
         """Inactive, and its reads are answered from its closed files by this gateway (closed_reads.py)."""
         return self.handle is None and self._closed is not None
 
+    def at_log_end(self, offset: int, current_leader_epoch: int = -1) -> tuple[int, int] | None:
+        """(log end, log start) when this active partition's actor says, on its offsets board
+        (actors/offsets_board.py), that ``offset`` is its log end: a consumer's Fetch there is
+        answered "nothing new" without waking the actor. None when only the actor can answer (no
+        open channel, another offset, another leader epoch, or a partition with followers)."""
+        link = self._link
+        if link is None or self.handle is None:
+            return None
+        client, board = link.client, link.board
+        if client is None or client.closed or board is None:
+            return None
+        found = board.read()
+        if found is None:
+            return None
+        end, start, epoch = found
+        if offset != end or (current_leader_epoch >= 0 and current_leader_epoch != epoch):
+            return None
+        return end, start
+
     def leader_hint(self) -> dict:
         """KIP-951 ``current_leader`` for a NOT_LEADER_OR_FOLLOWER answer: the broker to go to."""
         return {"leader_id": broker_id(self.node_id), "leader_epoch": self.leader_epoch}

@@ -299,7 +299,16 @@ async def _locate_all(gw: GatewayContext, slots: list[_Slot], max_bytes: int, ah
     closed = gw.cluster.closed
     inline, others = [], []
     for s in slots:
-        (inline if s.part.from_files and closed.has_view(s.topic, s.index) else others).append(s)
+        part = s.part
+        if part.from_files:
+            (inline if closed.has_view(s.topic, s.index) else others).append(s)
+            continue
+        quiet = part.at_log_end(s.offset, s.epoch) if s.replica is None else None
+        if quiet is None:
+            others.append(s)
+        else:  # active, nothing past the consumer's offset: its board says so, the actor sleeps on
+            s.slices = []
+            s.result = _partition_result(s.index, codes.NONE, quiet[0], quiet[1])
     calls = asyncio.gather(*(_locate(gw, s, min(s.max_bytes, max_bytes), 0, 0, ahead) for s in others))
     locate_now = closed.locate_now
     for s in inline:

@@ -106,3 +106,32 @@ def test_sigkilled_partition_actor_loses_no_acknowledged_record(client, gateway,
     stats = _gateway_stats()
     assert stats["channels"] >= 1 and stats["channel_calls"] > before_kill["channel_calls"]
     assert stats["channel_connects"] > before_kill["channel_connects"]  # reconnected to the restarted actor
+
+
+def test_a_fetch_at_the_log_end_of_quiet_active_partitions_does_not_call_them(client, gateway, topic_name):
+    """A consumer assigned many partitions names every one in each Fetch; those with nothing past its
+    offset are answered from their actors' offsets boards (actors/offsets_board.py), not by a call
+    that wakes each actor. A record appended afterwards is in the next Fetch."""
+    from confluent_kafka import Producer
+    from wire_client import Wire, fetch_body
+
+    client.create_topic(topic_name, 3)
+    p = Producer({"bootstrap.servers": gateway, "linger.ms": 0})
+    for part in range(3):
+        p.produce(topic_name, b"first", partition=part)
+    assert p.flush(30) == 0  # three active partitions, each with a channel (and a board) to the gateway
+    at_end = fetch_body(topic_name, [(part, 1, 1 << 20) for part in range(3)])
+    with Wire(gateway) as w:
+        w.call(1, 11, at_end)
+        before = _gateway_stats()["channel_calls"]
+        for _ in range(20):
+            answer = w.call(1, 11, at_end)["responses"][0]["partitions"]
+            assert [(a["error_code"], a["high_watermark"], a["log_start_offset"]) for a in answer] == [(0, 1, 0)] * 3
+            assert all(not a["records"] for a in answer)
+        assert _gateway_stats()["channel_calls"] == before  # 60 partition answers, no call to an actor
+        p.produce(topic_name, b"second", partition=1)
+        assert p.flush(30) == 0
+        answer = w.call(1, 11, at_end)["responses"][0]["partitions"]
+        assert [a["high_watermark"] for a in answer] == [1, 2, 1]
+        assert [r.value for r in decode_records(bytes(answer[1]["records"]))] == [b"second"]
+        assert not answer[0]["records"] and not answer[2]["records"]
