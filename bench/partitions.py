@@ -10,7 +10,9 @@ Run: ``python bench/partitions.py`` (embedded Ray, a gateway on a free port). St
 4. first-request latency over ``--cold`` untouched partitions: one 100 B record
    produced with confluent-kafka (linger.ms=0, acks=1) to each, timed from
    produce() to its delivery report. With lazy activation this is the
-   activation latency; before it, every partition was already running. Side by side,
+   activation latency; before it, every partition was already running. Then step 3's Fetch
+   again, with those partitions active and at their log end (what a Fetch costs the gateway
+   for active partitions with nothing new: actors/offsets_board.py). Side by side,
    Ray's own floor: the same number of bare named actors (no code, ``num_cpus=0``,
    pinned to this node, as a partition actor, each on a prestarted worker) created one
    at a time, at least 0.5 s apart, timed from creation to the answer of their first call;
