@@ -135,3 +135,43 @@ def test_a_fetch_at_the_log_end_of_quiet_active_partitions_does_not_call_them(cl
         assert [a["high_watermark"] for a in answer] == [1, 2, 1]
         assert [r.value for r in decode_records(bytes(answer[1]["records"]))] == [b"second"]
         assert not answer[0]["records"] and not answer[2]["records"]
+
+
+def test_the_board_of_a_killed_partition_actor_is_not_trusted(client, gateway, topic_name):
+    """SIGKILL leaves a board that still reads "usable" behind (nothing retired it). The gateway
+    trusts a board only while the channel next to it is open, so records the restarted actor takes
+    from a caller other than this gateway (a Python handle here) reach the next Fetch."""
+    from confluent_kafka import Producer
+    from wire_client import Wire, fetch_body
+
+    from logan_ray.storage.record_builder import build_batch
+
+    client.create_topic(topic_name, 2)
+    p = Producer({"bootstrap.servers": gateway, "linger.ms": 0})
+    for part in range(2):
+        p.produce(topic_name, b"first", partition=part)
+    assert p.flush(30) == 0
+    at_end = fetch_body(topic_name, [(0, 1, 1 << 20), (1, 1, 1 << 20)])
+    actor = client.partition_actor(topic_name, 0)
+    pid = get(actor.pid.remote())
+    with Wire(gateway) as w:
+        assert [a["high_watermark"] for a in w.call(1, 11, at_end)["responses"][0]["partitions"]] == [1, 1]
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while True:  # Ray restarts it; the Python handle's append is not the gateway's call
+            try:
+                get(actor.append.remote(build_batch([b"after"])))
+                break
+            except Exception:
+                assert time.monotonic() < deadline, "the killed partition actor did not come back"
+                time.sleep(0.2)
+        assert get(actor.pid.remote()) != pid
+        deadline = time.monotonic() + 10
+        while True:
+            answer = w.call(1, 11, at_end)["responses"][0]["partitions"]
+            if answer[0]["error_code"] == 0 and answer[0]["records"]:
+                break
+            assert time.monotonic() < deadline, f"the new record never reached a Fetch: {answer[0]}"
+            time.sleep(0.1)
+        assert answer[0]["high_watermark"] == 2
+        assert [r.value for r in decode_records(bytes(answer[0]["records"]))] == [b"after"]
