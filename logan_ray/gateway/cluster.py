@@ -20,6 +20,7 @@ from logan_ray.actors.names import broker_id
 from logan_ray.common.errors import PartitionHibernatedError
 from logan_ray.protocol import errors as codes
 
+from .board_waits import BoardWaits
 from .closed_reads import CLOSED_METHODS, ClosedReads, NeedsActor, follow_changes
 
 log = logging.getLogger("logan_ray.gateway")
@@ -254,6 +255,8 @@ class Cluster:
         self._links: dict[str, ChannelLink] = {}
         self._activating: dict[tuple[str, int, str | None], asyncio.Future] = {}
         self.closed = ClosedReads(self._data_dir)
+        #: long-polls of active partitions waiting on their offsets boards (board_waits.py)
+        self.board_waits = BoardWaits()
         self._following: asyncio.Task | None = None
         #: this node's broker lease (actors/broker_lease.py) when its gateway heartbeats the router; None:
         #: no session, so the router never fences this node and nothing here waits for a lease

@@ -162,21 +162,31 @@ async def _wait_any(gw: GatewayContext, slots: list[_Slot], timeout_s: float) ->
     Active partitions long-poll in their actors; inactive ones served from their files wait
     together on one gateway-side waiter (they get data only by waking up)."""
     by_key = {(s.topic, s.index): s for s in slots if s.part.from_files}
+    # active partitions whose offsets board says the fetcher is at their log end wait on the board,
+    # the others in their actors (board_waits.py)
+    on_board = [s for s in slots if (s.topic, s.index) not in by_key and s.replica is None
+                and s.part.at_log_end(s.offset, s.epoch) is not None]
+    boarded = {id(s) for s in on_board}
     waits = {asyncio.ensure_future(s.part.call("wait_for_data", s.offset, int(timeout_s * 1000) + 1)): s
-             for s in slots if (s.topic, s.index) not in by_key}
+             for s in slots if (s.topic, s.index) not in by_key and id(s) not in boarded}
     closed = asyncio.ensure_future(gw.cluster.closed.wait_any(list(by_key), timeout_s)) if by_key else None
+    board = asyncio.ensure_future(gw.cluster.board_waits.wait_any(
+        [(s, s.part, s.offset, s.epoch) for s in on_board], timeout_s)) if on_board else None
+    extra = [f for f in (closed, board) if f is not None]
     try:
-        done, _ = await asyncio.wait([*waits, *([closed] if closed else [])], timeout=timeout_s,
-                                     return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait([*waits, *extra], timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        if closed is not None and not closed.done():
-            closed.cancel()
+        for f in extra:
+            if not f.done():
+                f.cancel()
         for w in waits:  # the actor-side waits end by themselves on the next append or timeout
             if not w.done():
                 w.add_done_callback(ignore_outcome)
     woke = [waits[w] for w in done if w in waits]
     if closed is not None and closed in done and not closed.cancelled():
         woke += [by_key[k] for k in closed.result() if k in by_key]
+    if board is not None and board in done and not board.cancelled():
+        woke += board.result()
     return woke
 
 

@@ -143,6 +143,7 @@ async def _append_group(gw: GatewayContext, name: str, index: int, group: list[_
     method = "append_durable" if any(item.durable for item in group) else "append"
     try:
         base, append_time, log_start = await part.call(method, payload=data)
+        gw.cluster.board_waits.poke()  # Fetches waiting at this partition's old log end look now
         if lease is not None and not lease.valid(session):
             # this node's lease ran out during the append (stopped, cut off from the router): another
             # leader may be elected by now, so this one must not acknowledge (a fenced Kafka broker)

@@ -175,3 +175,44 @@ def test_the_board_of_a_killed_partition_actor_is_not_trusted(client, gateway, t
             time.sleep(0.1)
         assert answer[0]["high_watermark"] == 2
         assert [r.value for r in decode_records(bytes(answer[0]["records"]))] == [b"after"]
+
+
+def test_a_wide_long_poll_over_quiet_active_partitions_waits_on_their_boards(client, gateway, topic_name):
+    """A Fetch long-polling active partitions at their log end waits on their offsets boards
+    (logan_ray/gateway/board_waits.py), not with a call to each actor; it ends when a record comes,
+    whether through this gateway or through a Python handle."""
+    from confluent_kafka import Producer
+    from wire_client import Wire, fetch_body
+
+    from logan_ray.storage.record_builder import build_batch
+
+    client.create_topic(topic_name, 3)
+    p = Producer({"bootstrap.servers": gateway, "linger.ms": 0})
+    for part in range(3):
+        p.produce(topic_name, b"first", partition=part)
+    assert p.flush(30) == 0
+    with Wire(gateway) as w:
+        w.call(1, 11, fetch_body(topic_name, [(part, 1, 1 << 20) for part in range(3)]))
+        before = _gateway_stats()["channel_calls"]
+        started = time.monotonic()
+        answer = w.call(1, 11, fetch_body(topic_name, [(part, 1, 1 << 20) for part in range(3)], max_wait_ms=300))
+        assert time.monotonic() - started >= 0.25  # it did wait
+        assert all(not a["records"] for a in answer["responses"][0]["partitions"])
+        assert _gateway_stats()["channel_calls"] == before  # no actor was asked to wait
+
+        offsets = {0: 1, 1: 1, 2: 1}
+        for value, part in ((b"through the gateway", 2), (b"through a Python handle", 0)):
+            w.send(1, 11, fetch_body(topic_name, [(q, offsets[q], 1 << 20) for q in range(3)], max_wait_ms=20_000))
+            time.sleep(0.5)
+            started = time.monotonic()
+            if part == 2:
+                p.produce(topic_name, value, partition=2)
+                assert p.flush(30) == 0
+            else:
+                get(client.partition_actor(topic_name, 0).append.remote(build_batch([value])))
+            answer = w.recv()[1]["responses"][0]["partitions"]
+            assert time.monotonic() - started < 5  # far from the 20 s wait
+            got = {a["partition_index"]: [r.value for r in decode_records(bytes(a["records"]))]
+                   for a in answer if a["records"]}
+            assert got == {part: [value]}
+            offsets[part] += 1
