@@ -430,6 +430,14 @@ class ChannelLink:
         self.calls = 0
         self.connects = 0
 
+    def close(self) -> None:
+        """Close the channel and let go of the board beside it."""
+        if self.client is not None:
+            self.client.close()
+        if self.board is not None:
+            self.board.close()
+            self.board = None
+
     async def get(self, handle: Any) -> ChannelClient | None:
         client = self.client
         if client is not None and not client.closed:

@@ -162,15 +162,9 @@ class ClosedReads:
         view = self._open_view(topic, partition, directory)
         if view is None:
             return None
-        epoch = view.leader_epochs.latest_epoch
-        if epoch < 0:
-            epoch = leader_epoch
-        end = view.log_end_offset
-        if offset == end and (current_leader_epoch < 0 or current_leader_epoch == epoch):
-            self.served += 1
-            return [], end, view.log_start_offset  # caught up on an idle partition: the usual case
         try:
-            found = self._answer(view, topic, partition, epoch, offset, max_bytes, None, current_leader_epoch)
+            found = self._answer(view, topic, partition, _epoch(view, leader_epoch), offset, max_bytes, None,
+                                 current_leader_epoch)
         except Exception:  # the partition's call gives the error its usual way
             return None
         self.served += 1
@@ -183,7 +177,7 @@ class ClosedReads:
         ``directory``: the leader's folder when it is not ``<data-dir>/<topic>-<partition>`` (a partition
         that moved to this node leads on the folder it was built in)."""
         view = await self._view(topic, partition, topic_id, directory)
-        epoch = view.leader_epochs.latest_epoch if view.leader_epochs.latest_epoch >= 0 else leader_epoch
+        epoch = _epoch(view, leader_epoch)
         self.served += 1
         if method == "locate":
             if len(args) > 6 and args[6] is not None:
@@ -226,9 +220,13 @@ class ClosedReads:
     @staticmethod
     def _answer(view: ClosedLog, topic: str, partition: int, epoch: int, offset: int, max_bytes: int,
                 max_offset: int | None, current_leader_epoch: int) -> tuple[list[tuple], int, int]:
-        fence(f"{topic}-{partition}", current_leader_epoch, epoch)
+        if current_leader_epoch != epoch:  # (the name is only formatted when fence may need it)
+            fence(f"{topic}-{partition}", current_leader_epoch, epoch)
+        end = view.log_end_offset
+        if offset == end:  # caught up, the usual case of an idle partition: nothing to locate
+            return [], end, view.log_start_offset
         slices = view.locate(offset, max_bytes, max_offset=max_offset)
-        return [tuple(s) for s in slices], view.log_end_offset, view.log_start_offset
+        return [tuple(s) for s in slices], end, view.log_start_offset
 
     async def _wait(self, view: ClosedLog, topic: str, partition: int, max_wait_ms: int,
                     remaining_args: Callable[[int], tuple]) -> None:
@@ -245,6 +243,12 @@ class ClosedReads:
             self.handed_over += 1
             raise NeedsActor(remaining_args(max(0, int((deadline - time.monotonic()) * 1000))))
 
+
+
+def _epoch(view: ClosedLog, leader_epoch: int) -> int:
+    """The closed log's newest leader epoch, or the route's when its folder recorded none."""
+    latest = view.leader_epochs.latest_epoch
+    return latest if latest >= 0 else leader_epoch
 
 
 FOLLOW_WAIT_S = 30.0  # one router call waits this long for a change

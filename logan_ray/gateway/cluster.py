@@ -387,9 +387,7 @@ class Cluster:
         used = {p.handle._actor_id.hex() for parts in self._routes.values() for p in parts
                 if p.local and p.handle is not None}  # local: online
         for key in [k for k in self._links if k not in used]:
-            link = self._links.pop(key)
-            if link.client is not None:
-                link.client.close()
+            self._links.pop(key).close()
 
     def channel_stats(self) -> dict[str, int]:
         links = self._links.values()
@@ -403,8 +401,7 @@ class Cluster:
             self._following.cancel()
         self.closed.forget_all()
         for link in self._links.values():
-            if link.client is not None:
-                link.client.close()
+            link.close()
         self._links.clear()
 
     def forget(self, name: str) -> None:

@@ -161,14 +161,18 @@ async def _wait_any(gw: GatewayContext, slots: list[_Slot], timeout_s: float) ->
 
     Active partitions long-poll in their actors; inactive ones served from their files wait
     together on one gateway-side waiter (they get data only by waking up)."""
-    by_key = {(s.topic, s.index): s for s in slots if s.part.from_files}
-    # active partitions whose offsets board says the fetcher is at their log end wait on the board,
-    # the others in their actors (board_waits.py)
-    on_board = [s for s in slots if (s.topic, s.index) not in by_key and s.replica is None
-                and s.part.at_log_end(s.offset, s.epoch) is not None]
-    boarded = {id(s) for s in on_board}
+    by_key: dict[tuple[str | None, int], _Slot] = {}
+    on_board: list[_Slot] = []  # active, at their log end by their offsets board: wait on it (board_waits.py)
+    in_actor: list[_Slot] = []
+    for s in slots:
+        if s.part.from_files:
+            by_key[(s.topic, s.index)] = s
+        elif s.replica is None and s.part.at_log_end(s.offset, s.epoch) is not None:
+            on_board.append(s)
+        else:
+            in_actor.append(s)
     waits = {asyncio.ensure_future(s.part.call("wait_for_data", s.offset, int(timeout_s * 1000) + 1)): s
-             for s in slots if (s.topic, s.index) not in by_key and id(s) not in boarded}
+             for s in in_actor}
     closed = asyncio.ensure_future(gw.cluster.closed.wait_any(list(by_key), timeout_s)) if by_key else None
     board = asyncio.ensure_future(gw.cluster.board_waits.wait_any(
         [(s, s.part, s.offset, s.epoch) for s in on_board], timeout_s)) if on_board else None

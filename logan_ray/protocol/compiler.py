@@ -410,24 +410,7 @@ def compile_struct(fields: Sequence[Field], version: int, flexible: bool) -> tup
     # flexible structs without tagged fields in this version end with one 0 byte
     empty_tags = b"\x00" if flexible and not tag_encoders else b""
     write_tags = flexible and bool(tag_encoders)
-
-    if len(steps_t) == 1 and steps_t[0][0].__class__ is not str and not fresh_t:
-        # all fixed-width fields (a Fetch's partition entries, thousands per request): one unpack
-        names, packer = steps_t[0]
-        unpack, size = packer.unpack_from, packer.size
-
-        def dec_fixed(buf: memoryview, pos: int) -> tuple[Any, int]:
-            d = static_defaults.copy()
-            d.update(zip(names, unpack(buf, pos)))
-            pos += size
-            if read_tags:
-                if buf[pos] == 0:
-                    pos += 1
-                else:
-                    pos = _read_tagged(buf, pos, d, tag_decoders)
-            return d, pos
-    else:
-        dec_fixed = None
+    tag_names = frozenset(name for _, name, _, _ in tag_encoders)
 
     def dec(buf: memoryview, pos: int) -> tuple[Any, int]:
         d = static_defaults.copy()
@@ -463,8 +446,7 @@ def compile_struct(fields: Sequence[Field], version: int, flexible: bool) -> tup
         else:
             out += empty_tags
 
-    tag_names = frozenset(name for _, name, _, _ in tag_encoders)
-    return dec_fixed or dec, enc
+    return dec, enc
 
 
 def _read_tagged(buf: memoryview, pos: int, d: dict, known: dict) -> int:
