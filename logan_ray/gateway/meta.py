@@ -63,7 +63,9 @@ async def metadata(gw: GatewayContext, conn: "Connection", header: Any, body: di
     requested = body.get("topics")
     if version == 0 and not requested:
         requested = None  # v0: an empty list means every topic
-    auto_create = body.get("allow_auto_topic_creation", True) if version >= 4 else True
+    # v0-v3 have no such field and always ask for auto-creation; the ACL guard (authz._metadata)
+    # turns it off for a principal that may not create, at every version.
+    auto_create = body.get("allow_auto_topic_creation", True)
     brokers, alive = await _brokers(gw)
     topic_ops = authorized_operations("topic", body.get("include_topic_authorized_operations", False))
     topics_out: list[dict] = []

@@ -1,0 +1,123 @@
+"""What a hostile client or a careless neighbour on the machine must not get (issue 36).
+
+Mostly without Ray: the ACL guard and the handlers run against a stand-in cluster,
+the gateway core on real sockets in this process, the storage engine on a temporary
+folder. Each test names the hole it keeps shut.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import stat
+import threading
+import time
+from contextlib import contextmanager
+from types import SimpleNamespace
+
+import pytest
+
+from logan_ray.gateway import authz, meta
+from logan_ray.protocol import decode_request, encode_request
+from logan_ray.protocol import errors as codes
+from logan_ray.security import acl
+from logan_ray.security.acl import ALLOW, DENY, LITERAL, PREFIXED, Binding, Decider
+
+NODE = "0123456789abcdef"
+ANON = "User:ANONYMOUS"
+
+
+def grant(name: str, op: int, *, rtype: int = acl.TOPIC, pattern: int = LITERAL, principal: str = ANON,
+          permission: int = ALLOW, host: str = "*") -> Binding:
+    return Binding(rtype, name, pattern, principal, host, op, permission)
+
+
+class FakeAuthorizer:
+    def __init__(self, bindings: list[Binding], super_users=()) -> None:
+        self._decider = Decider(bindings, super_users)
+
+    async def decider(self, fresh: bool = False) -> Decider:
+        return self._decider
+
+
+class FakeCluster:
+    """Topics by name; ``refresh`` creates the missing ones only when asked to auto-create."""
+
+    cluster_id = "hostile"
+    broker_id = 1
+
+    def __init__(self, topics=()) -> None:
+        self.topics = set(topics)
+        self.created: list[str] = []
+
+    async def gateways(self) -> dict:
+        return {NODE: ("127.0.0.1", 9092)}
+
+    async def topic_names(self, ids) -> dict:
+        return {}
+
+    def topic_id(self, name: str):
+        import uuid
+
+        return uuid.uuid5(uuid.NAMESPACE_DNS, name)
+
+    async def refresh(self, names, auto_create: bool = False) -> dict:
+        out = {}
+        for n in names or sorted(self.topics):
+            if n not in self.topics and auto_create:
+                self.topics.add(n)
+                self.created.append(n)
+            out[n] = [SimpleNamespace(replicas=[NODE], isr=[NODE], node_id=NODE, offline=False, leader_epoch=0)] \
+                if n in self.topics else None
+        return out
+
+
+def request(api_key: int, version: int, body: dict):
+    """The request as the gateway sees it: encoded by a client, decoded by the gateway's codec."""
+    return decode_request(memoryview(bytes(encode_request(api_key, version, 1, "hostile", body)))[4:])
+
+
+def run_guarded(gw, handler, header, body, peer=("127.0.0.1", 5555)) -> dict:
+    """What Gateway._run does with an authorizer: guard, handler, fix-up."""
+    conn = SimpleNamespace(session=None, peer=peer)
+
+    async def go():
+        response, post = await authz.guard(gw, conn, header, body)
+        if response is not None and post is None:
+            return response
+        response = await handler(gw, conn, header, body)
+        return post(response) if post is not None else response
+    return asyncio.run(go())
+
+
+# ---------------------------------------------------------------- 1. Metadata v0-v3 auto-creation
+
+
+@pytest.mark.parametrize("version", [0, 1, 3, 4])
+def test_metadata_of_every_version_creates_no_topic_for_a_principal_without_create(version):
+    cluster = FakeCluster()
+    gw = SimpleNamespace(cluster=cluster, authorizer=FakeAuthorizer([grant("*", acl.DESCRIBE)]))
+    header, body = request(3, version, {"topics": [{"name": "planted"}]})
+    resp = run_guarded(gw, meta.metadata, header, body)
+    assert cluster.created == []
+    (topic,) = resp["topics"]
+    assert topic["error_code"] == codes.UNKNOWN_TOPIC_OR_PARTITION  # may describe, may not create
+
+
+def test_metadata_v1_of_a_principal_that_may_not_describe_gets_topic_authorization_failed():
+    cluster = FakeCluster()
+    gw = SimpleNamespace(cluster=cluster, authorizer=FakeAuthorizer([grant("other", acl.READ)]))
+    header, body = request(3, 1, {"topics": [{"name": "planted"}]})
+    resp = run_guarded(gw, meta.metadata, header, body)
+    assert cluster.created == []
+    assert resp["topics"][0]["error_code"] == codes.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_metadata_v1_still_auto_creates_for_a_principal_with_create():
+    cluster = FakeCluster()
+    gw = SimpleNamespace(cluster=cluster, authorizer=FakeAuthorizer(
+        [grant("*", acl.DESCRIBE), grant("auto-", acl.CREATE, pattern=PREFIXED)]))
+    header, body = request(3, 1, {"topics": [{"name": "auto-made"}]})
+    resp = run_guarded(gw, meta.metadata, header, body)
+    assert cluster.created == ["auto-made"] and resp["topics"][0]["error_code"] == codes.NONE
