@@ -258,7 +258,7 @@ OFFSET_FOR_LEADER_EPOCH = Api(
                 F("error_code", INT16),
                 F("partition", INT32),
                 F("leader_epoch", INT32, "1+", default=-1),
-                F("end_offset", INT64),
+                F("end_offset", INT64, default=-1),
             ))),
         ))),
     ],
