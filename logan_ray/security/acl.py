@@ -134,17 +134,43 @@ class Decider:
         return any(b.permission == ALLOW and (b.operation in ops or b.operation == ALL) for b in mine)
 
     def any_allowed(self, principal: str, host: str, operation: int, resource_type: int) -> bool:
-        """Kafka's authorizeByResourceType: some ALLOW for ``operation`` on some resource of the type."""
+        """Kafka's authorizeByResourceType: could ``operation`` be allowed on some resource of the type?
+
+        Used where Kafka accepts "WRITE on any topic" (InitProducerId without IDEMPOTENT_WRITE).
+        A DENY of any pattern type must win where it covers what an ALLOW grants, or a principal
+        denied everything by a PREFIXED rule would still pass: a wildcard DENY denies at once; an
+        ALLOW is spoiled by a LITERAL DENY of the same name or by a PREFIXED DENY whose prefix
+        starts the ALLOW's name (literal or prefix). Operations match exactly or through ALL, as
+        in Kafka (no implied DESCRIBE here).
+        """
         if principal in self.super_users:
             return True
-        for b in self._by_type.get(resource_type, ()):
-            if b.permission == ALLOW and b.operation in (operation, ALL) and \
-                    b.principal in (principal, WILDCARD_PRINCIPAL) and b.host in (host, WILDCARD):
-                if not any(d.permission == DENY and d.operation in (operation, ALL) and d.pattern == LITERAL
-                           and d.name == WILDCARD and d.principal in (principal, WILDCARD_PRINCIPAL)
-                           for d in self._by_type.get(resource_type, ())):
-                    return True
-        return self.allow_if_no_acl and not self._by_type.get(resource_type)
+        bindings = self._by_type.get(resource_type, ())
+        deny_literal: set[str] = set()
+        deny_prefixed: list[str] = []
+        grants: list[Binding] = []
+        for b in bindings:
+            if b.principal not in (principal, WILDCARD_PRINCIPAL) or b.host not in (host, WILDCARD) \
+                    or b.operation not in (operation, ALL):
+                continue
+            if b.permission == DENY:
+                if b.pattern == LITERAL and b.name == WILDCARD:
+                    return False
+                if b.pattern == LITERAL:
+                    deny_literal.add(b.name)
+                else:
+                    deny_prefixed.append(b.name)
+            elif b.permission == ALLOW:
+                grants.append(b)
+        for g in grants:
+            if g.pattern == LITERAL and g.name == WILDCARD:
+                return True
+        for g in grants:
+            if g.pattern == LITERAL and g.name in deny_literal:
+                continue
+            if not any(g.name.startswith(prefix) for prefix in deny_prefixed):
+                return True
+        return self.allow_if_no_acl and not bindings
 
     def operations(self, principal: str, host: str, resource_type: int, name: str) -> int:
         """KIP-430 authorized operations bit field."""

@@ -121,3 +121,39 @@ def test_metadata_v1_still_auto_creates_for_a_principal_with_create():
     header, body = request(3, 1, {"topics": [{"name": "auto-made"}]})
     resp = run_guarded(gw, meta.metadata, header, body)
     assert cluster.created == ["auto-made"] and resp["topics"][0]["error_code"] == codes.NONE
+
+
+# ---------------------------------------------------------------- 6. DENY rules in "any resource" checks
+
+
+@pytest.mark.parametrize("deny", [
+    grant("orders-", acl.WRITE, pattern=PREFIXED, permission=DENY),   # the same prefix
+    grant("ord", acl.WRITE, pattern=PREFIXED, permission=DENY),       # a shorter prefix covering it
+    grant("orders-", acl.ALL, pattern=PREFIXED, permission=DENY),     # ALL covers WRITE
+    grant("*", acl.WRITE, permission=DENY),                           # the wildcard
+])
+def test_a_deny_of_any_pattern_type_covering_every_grant_wins_over_it_in_any_allowed(deny):
+    allow = grant("orders-", acl.WRITE, pattern=PREFIXED)
+    assert Decider([allow]).any_allowed(ANON, "10.0.0.1", acl.WRITE, acl.TOPIC)
+    assert not Decider([allow, deny]).any_allowed(ANON, "10.0.0.1", acl.WRITE, acl.TOPIC)
+
+
+def test_any_allowed_keeps_grants_a_deny_does_not_cover():
+    d = Decider([grant("orders-", acl.WRITE, pattern=PREFIXED), grant("orders-eu", acl.WRITE, permission=DENY),
+                 grant("audit", acl.WRITE), grant("audit", acl.WRITE, permission=DENY, host="10.9.9.9")])
+    assert d.any_allowed(ANON, "10.0.0.1", acl.WRITE, acl.TOPIC)  # orders-us is still writable
+    only_literal = Decider([grant("audit", acl.WRITE), grant("aud", acl.WRITE, pattern=PREFIXED, permission=DENY)])
+    assert not only_literal.any_allowed(ANON, "10.0.0.1", acl.WRITE, acl.TOPIC)
+
+
+def test_init_producer_id_is_refused_to_a_principal_denied_writing_by_a_prefixed_rule():
+    gw = SimpleNamespace(cluster=FakeCluster(), authorizer=FakeAuthorizer([
+        grant("orders-", acl.WRITE, pattern=PREFIXED),
+        grant("orders-", acl.WRITE, pattern=PREFIXED, permission=DENY)]))
+    header, body = request(22, 4, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                   "producer_id": -1, "producer_epoch": -1})
+
+    async def never(*_):
+        raise AssertionError("the handler must not run")
+    resp = run_guarded(gw, never, header, body)
+    assert resp["error_code"] == codes.CLUSTER_AUTHORIZATION_FAILED and resp["producer_id"] == -1
