@@ -60,6 +60,9 @@ _PARTITIONED = {
     23: ("topics", "topic", "partitions", "partition", "topics", "topic", "partitions", "partition", acl.DESCRIBE),
     8: ("topics", "name", "partitions", "partition_index", "topics", "name", "partitions", "partition_index",
         acl.READ),
+    # OffsetDelete: DELETE on the group (below), then READ on each topic, as Kafka checks it
+    47: ("topics", "name", "partitions", "partition_index", "topics", "name", "partitions", "partition_index",
+         acl.READ),
 }
 _GROUP_WHOLE = {11: acl.READ, 12: acl.READ, 13: acl.READ, 14: acl.READ, 47: acl.DELETE}
 
@@ -76,7 +79,8 @@ async def guard(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> t
     if key in _GROUP_WHOLE:
         if not ok(_GROUP_WHOLE[key], acl.GROUP, body.get("group_id", "")):
             return {**_defaults(key, version), "error_code": GROUP_DENIED}, None
-        return None, None
+        if key not in _PARTITIONED:
+            return None, None
     if key in _PARTITIONED:
         group_denied = key == 8 and not ok(acl.READ, acl.GROUP, body.get("group_id", ""))
         return None, await _partitioned(gw, key, body, ok, group_denied)

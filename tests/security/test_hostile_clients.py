@@ -157,3 +157,36 @@ def test_init_producer_id_is_refused_to_a_principal_denied_writing_by_a_prefixed
         raise AssertionError("the handler must not run")
     resp = run_guarded(gw, never, header, body)
     assert resp["error_code"] == codes.CLUSTER_AUTHORIZATION_FAILED and resp["producer_id"] == -1
+
+
+# ---------------------------------------------------------------- 5. OffsetDelete checks each topic
+
+
+def test_offset_delete_needs_read_on_each_topic_besides_delete_on_the_group():
+    gw = SimpleNamespace(cluster=FakeCluster(), authorizer=FakeAuthorizer([
+        grant("team-a", acl.DELETE, rtype=acl.GROUP), grant("mine", acl.READ)]))
+    header, body = request(47, 0, {"group_id": "team-a", "topics": [
+        {"name": "mine", "partitions": [{"partition_index": 0}]},
+        {"name": "theirs", "partitions": [{"partition_index": 0}, {"partition_index": 1}]}]})
+    asked = []
+
+    async def handler(gw, conn, header, body):
+        asked.extend(t["name"] for t in body["topics"])
+        return {"error_code": 0, "throttle_time_ms": 0, "topics": [
+            {"name": t["name"], "partitions": [{"partition_index": p["partition_index"], "error_code": 0}
+                                               for p in t["partitions"]]} for t in body["topics"]]}
+    resp = run_guarded(gw, handler, header, body)
+    assert asked == ["mine"]  # the coordinator never hears of the topic the principal may not read
+    by_name = {t["name"]: t["partitions"] for t in resp["topics"]}
+    assert [p["error_code"] for p in by_name["mine"]] == [codes.NONE]
+    assert [p["error_code"] for p in by_name["theirs"]] == [codes.TOPIC_AUTHORIZATION_FAILED] * 2
+
+
+def test_offset_delete_without_delete_on_the_group_is_refused_whole():
+    gw = SimpleNamespace(cluster=FakeCluster(), authorizer=FakeAuthorizer([grant("mine", acl.READ)]))
+    header, body = request(47, 0, {"group_id": "team-a", "topics": [
+        {"name": "mine", "partitions": [{"partition_index": 0}]}]})
+
+    async def never(*_):
+        raise AssertionError("the handler must not run")
+    assert run_guarded(gw, never, header, body)["error_code"] == codes.GROUP_AUTHORIZATION_FAILED
