@@ -59,6 +59,19 @@ def _handler_table() -> HandlerTable:
     return table
 
 
+def _frame_summary(frame: memoryview) -> str:
+    """What a log line may tell of a frame that did not decode: its length, api key and version.
+
+    Never its bytes: before login they may be a SaslAuthenticate whose PLAIN token holds a
+    password, and after it they may hold records or SCRAM credentials.
+    """
+    if len(frame) < 4:
+        return f"{len(frame)} bytes"
+    api_key = int.from_bytes(frame[0:2], "big", signed=True)
+    api_version = int.from_bytes(frame[2:4], "big", signed=True)
+    return f"{len(frame)} bytes, api key {api_key} v{api_version}"
+
+
 class Gateway:
     """Serves the Kafka protocol for the partitions of one node (a :class:`.handler.GatewayContext` to its handlers)."""
 
@@ -224,7 +237,7 @@ class Gateway:
             raise FrameError(f"unknown api key {e.api_key}") from None
         except ProtocolDecodeError as e:
             self.closed_bad_frames += 1
-            raise FrameError(f"malformed request: {e} (first bytes {bytes(frame[:64]).hex()})") from None
+            raise FrameError(f"malformed request: {e} ({_frame_summary(frame)})") from None
         session = conn.session
         if session is not None:
             refusal = session.refusal(header.api_key)

@@ -190,3 +190,80 @@ def test_offset_delete_without_delete_on_the_group_is_refused_whole():
     async def never(*_):
         raise AssertionError("the handler must not run")
     assert run_guarded(gw, never, header, body)["error_code"] == codes.GROUP_AUTHORIZATION_FAILED
+
+
+# ---------------------------------------------------------------- a gateway served in this process
+
+
+@contextmanager
+def served_gateway(host: str = "127.0.0.1", **limits):
+    """A gateway core on its own loop and thread, listening on ``host`` (no Ray: no router needed here)."""
+    from logan_ray.gateway.server import Gateway
+
+    loop = asyncio.new_event_loop()
+    box: dict = {}
+    ready = threading.Event()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+
+        async def start() -> None:
+            box["gw"] = Gateway(None, NODE, **limits)
+            box["port"] = box["gw"].listen(host, 0)[1]
+        try:
+            loop.run_until_complete(start())
+        finally:
+            ready.set()
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    ready.wait(10)
+    try:
+        yield box["gw"], box["port"]
+    finally:
+        async def shutdown() -> None:
+            box["gw"].close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+def closed_by_peer(sock: socket.socket, timeout: float = 10) -> bool:
+    """The gateway closed ``sock`` within ``timeout`` (what it sent before is passed over)."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65536):
+            pass
+    except socket.timeout:
+        return False
+    except ConnectionError:
+        pass
+    return True
+
+
+# ---------------------------------------------------------------- 4. nothing of a bad frame is logged
+
+
+def test_a_malformed_login_frame_is_logged_without_its_bytes(caplog):
+    password = b"hunter2-Sup3rSecret"
+    frame = bytes(encode_request(36, 2, 9, "hostile", {"auth_bytes": b"\0mallory\0" + password}))
+    # one byte short of its body, with the size prefix fixed up: it decodes no further than the token
+    broken = (len(frame) - 5).to_bytes(4, "big") + frame[4:-1]
+    caplog.set_level(logging.DEBUG, logger="logan_ray")
+    with served_gateway() as (gw, port), socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(broken)
+        assert closed_by_peer(sock)
+        deadline = time.monotonic() + 5
+        while gw.closed_bad_frames == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert gw.closed_bad_frames == 1
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    for shape in (password, password.hex().encode(), password[:8].hex().encode()):
+        assert shape.decode() not in logged
+    assert "malformed request" in logged and "api key 36 v2" in logged  # what may be told of it
