@@ -23,6 +23,8 @@ import logging
 from collections import deque
 from typing import Any, Callable, Mapping
 
+from logan_ray.security.client_host import client_host
+
 log = logging.getLogger("logan_ray.gateway")
 
 INT_MAX = 2147483647
@@ -91,7 +93,7 @@ def parse_overrides(value: str | Mapping[str, int] | None) -> dict[str, int]:
     if not value:
         return {}
     if isinstance(value, Mapping):
-        return {str(k): int(v) for k, v in value.items()}
+        return {client_host(k): int(v) for k, v in value.items()}
     out = {}
     for item in str(value).split(","):
         item = item.strip()
@@ -100,7 +102,7 @@ def parse_overrides(value: str | Mapping[str, int] | None) -> dict[str, int]:
         host, sep, count = item.rpartition(":")
         if not sep or not host or not count.strip().isdigit():
             raise ValueError(f"max.connections.per.ip.overrides entry {item!r} is not host:count")
-        out[host.strip()] = int(count)
+        out[client_host(host.strip())] = int(count)
     return out
 
 

@@ -24,6 +24,7 @@ from logan_ray.protocol import (
     encode_response,
 )
 
+from logan_ray.security.client_host import client_host
 from logan_ray.security.current import set_other_listener
 
 from .cluster import Cluster
@@ -173,6 +174,8 @@ class Gateway:
                     log.warning("gateway: accept failed (%d times so far): %s", self.accept_errors, e)
                 self._accept_retry = self._loop.call_later(ACCEPT_RETRY_S, self._retry_accept)
                 break
+            # an IPv4 client of a dual-stack listener as a.b.c.d, as ACL hosts and overrides name it
+            peer = (client_host(peer[0]), *peer[1:])
             ip = peer[0]
             if not self.quotas.admit(ip):
                 log.warning("gateway: rejected connection from %s: it already has the configured maximum of %d "

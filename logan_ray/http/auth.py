@@ -19,6 +19,7 @@ import logging
 from starlette.responses import JSONResponse
 
 from logan_ray.protocol import errors as E
+from logan_ray.security.client_host import client_host
 from logan_ray.security.tls import ANONYMOUS
 
 from .access import Access
@@ -73,7 +74,7 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         client = scope.get("client")
-        host = str(client[0]) if client else ""
+        host = client_host(client[0]) if client else ""
         try:
             creds = basic_credentials(_header(scope, b"authorization"))
             if creds is None and security.authenticate:

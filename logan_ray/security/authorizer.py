@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from . import acl
+from .client_host import client_host
 from .tls import ANONYMOUS
 
 REFRESH_S = 1.0
@@ -48,4 +49,4 @@ def who(conn: Any) -> tuple[str, str]:
     """(principal, client host) of a connection."""
     session = getattr(conn, "session", None)
     principal = session.principal if session is not None else ANONYMOUS
-    return principal, str(conn.peer[0])
+    return principal, client_host(conn.peer[0])

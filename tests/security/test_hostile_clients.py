@@ -267,3 +267,54 @@ def test_a_malformed_login_frame_is_logged_without_its_bytes(caplog):
     for shape in (password, password.hex().encode(), password[:8].hex().encode()):
         assert shape.decode() not in logged
     assert "malformed request" in logged and "api key 36 v2" in logged  # what may be told of it
+
+
+# ---------------------------------------------------------------- 2. IPv4 clients of a dual-stack listener
+
+
+def _dual_stack() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::", 0))
+        return True
+    except OSError:
+        return False
+
+
+needs_dual_stack = pytest.mark.skipif(not _dual_stack(), reason="no IPv6 on this machine")
+
+
+def test_client_host_gives_ipv4_mapped_addresses_in_their_plain_form():
+    from logan_ray.security.client_host import client_host
+
+    assert client_host("::ffff:10.0.0.5") == "10.0.0.5"
+    assert client_host("::FFFF:0a00:0005") == "10.0.0.5"
+    assert client_host("10.0.0.5") == "10.0.0.5"
+    assert client_host("2001:db8::5") == "2001:db8::5"
+    assert client_host("not-an-address") == "not-an-address"
+
+
+@needs_dual_stack
+def test_an_ipv4_client_of_a_dual_stack_listener_meets_the_connection_limit_of_its_ipv4_address():
+    with served_gateway("::", max_connections_per_ip_overrides="127.0.0.1:0") as (gw, port), \
+            socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        assert closed_by_peer(sock)
+        assert gw.quotas.rejected == 1
+
+
+@needs_dual_stack
+def test_an_ipv4_client_of_a_dual_stack_listener_is_matched_by_acls_on_its_ipv4_address():
+    from logan_ray.security.authorizer import who
+
+    with served_gateway("::") as (gw, port), socket.create_connection(("127.0.0.1", port), timeout=10):
+        deadline = time.monotonic() + 5
+        while not gw.connections and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (conn,) = list(gw.connections)
+        assert who(conn) == (ANON, "127.0.0.1")
+    # and a DENY naming the IPv4 address wins over the wildcard grant for such a client
+    gw = SimpleNamespace(cluster=FakeCluster(["audit"]), authorizer=FakeAuthorizer([
+        grant("*", acl.DESCRIBE), grant("audit", acl.DESCRIBE, permission=DENY, host="10.0.0.5")]))
+    header, body = request(3, 9, {"topics": [{"name": "audit"}], "allow_auto_topic_creation": False})
+    resp = run_guarded(gw, meta.metadata, header, body, peer=("::ffff:10.0.0.5", 4444, 0, 0))
+    assert resp["topics"][0]["error_code"] == codes.TOPIC_AUTHORIZATION_FAILED
