@@ -6,7 +6,7 @@ import re
 from logan_ray.common.errors import InvalidTopicError
 
 MAX_NAME_LENGTH = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")  # used with fullmatch: "$" would let a trailing newline through
 
 #: Topics the broker writes itself (Kafka's ``Topic.INTERNAL_TOPICS``). Clients may read
 #: them, but not write, truncate, delete, repartition or reconfigure them.
@@ -31,6 +31,6 @@ def validate_topic_name(name: object) -> str:
         raise InvalidTopicError(f"topic name cannot be {name!r}")
     if len(name) > MAX_NAME_LENGTH:
         raise InvalidTopicError(f"topic name is {len(name)} characters; the limit is {MAX_NAME_LENGTH}")
-    if not _LEGAL.match(name):
+    if not _LEGAL.fullmatch(name):
         raise InvalidTopicError(f"topic name {name!r} has characters outside [a-zA-Z0-9._-]")
     return name

@@ -238,7 +238,7 @@ KAFKA_TYPES: dict[str, int | None] = {
 #: Coarser units Kafka also accepts for some of them (used only when the finer one is absent).
 _COARSE = {"log.retention.minutes": ("log.retention.ms", 60_000), "log.retention.hours": ("log.retention.ms", 3_600_000),
            "log.roll.hours": ("log.roll.ms", 3_600_000)}
-_LISTENER_PREFIX = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(.+)$")
+_LISTENER_PREFIX = re.compile(r"listener\.name\.([a-z0-9_]+)\.(.+)")  # fullmatch, never "$"
 
 
 def known_names() -> list[str]:
@@ -271,7 +271,7 @@ def resolve(given: Mapping[str, str]) -> BrokerSettings:
     """Validate Kafka-named settings; unknown names are a :class:`BrokerConfigError` naming all of them."""
     unknown = []
     for name in given:
-        m = _LISTENER_PREFIX.match(name)
+        m = _LISTENER_PREFIX.fullmatch(name)
         if m:
             if m.group(2) not in PER_LISTENER:
                 unknown.append(name)
@@ -286,7 +286,7 @@ def resolve(given: Mapping[str, str]) -> BrokerSettings:
         raw = given.get(name, spec.default)
         values[name] = None if raw is None else spec.parse(name, str(raw))
     for name, raw in given.items():
-        m = _LISTENER_PREFIX.match(name)
+        m = _LISTENER_PREFIX.fullmatch(name)
         if m:
             per_listener.setdefault(m.group(1), {})[m.group(2)] = _SETTINGS[m.group(2)].parse(name, str(raw))
     topic: dict[str, str] = {}
@@ -436,7 +436,7 @@ def describe_entries(settings: BrokerSettings, skip: Iterable[str] = (),
         parsed = None if raw is None else spec.parse(name, raw)
         out.append(entry(name, kafka_type, raw, parsed, spec.doc))
     for name in sorted(given):
-        m = _LISTENER_PREFIX.match(name)
+        m = _LISTENER_PREFIX.fullmatch(name)
         if m and name not in skipped:
             base = m.group(2)
             parsed = settings.per_listener.get(m.group(1), {}).get(base)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_ENDPOINT = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:\[\]]*):(\d+)$")
+_ENDPOINT = re.compile(r"([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:\[\]]*):(\d+)")  # fullmatch, never "$"
 
 
 class ListenerConfigError(ValueError):
@@ -51,7 +51,7 @@ def parse_endpoints(value: str, setting: str) -> list[tuple[str, str, int]]:
     for item in (v.strip() for v in value.split(",")):
         if not item:
             continue
-        m = _ENDPOINT.match(item)
+        m = _ENDPOINT.fullmatch(item)
         if not m:
             raise ListenerConfigError(f"{setting}: {item!r} is not NAME://HOST:PORT")
         host = m.group(2)

@@ -318,3 +318,32 @@ def test_an_ipv4_client_of_a_dual_stack_listener_is_matched_by_acls_on_its_ipv4_
     header, body = request(3, 9, {"topics": [{"name": "audit"}], "allow_auto_topic_creation": False})
     resp = run_guarded(gw, meta.metadata, header, body, peer=("::ffff:10.0.0.5", 4444, 0, 0))
     assert resp["topics"][0]["error_code"] == codes.TOPIC_AUTHORIZATION_FAILED
+
+
+# ---------------------------------------------------------------- 3. names that end in a newline
+
+
+def test_a_topic_name_ending_in_a_newline_is_invalid():
+    from logan_ray.actors.topic_names import validate_topic_name
+    from logan_ray.errors import InvalidTopicError
+
+    assert validate_topic_name("orders") == "orders"
+    for bad in ("orders\n", "orders\n\n", "\norders", "ord\ners"):
+        with pytest.raises(InvalidTopicError):
+            validate_topic_name(bad)
+
+
+def test_metadata_naming_a_topic_with_a_trailing_newline_creates_nothing():
+    cluster = FakeCluster()
+    gw = SimpleNamespace(cluster=cluster, authorizer=FakeAuthorizer([grant("*", acl.ALL)]))
+    header, body = request(3, 1, {"topics": [{"name": "planted\n"}]})
+    resp = run_guarded(gw, meta.metadata, header, body)
+    assert cluster.created == [] and resp["topics"][0]["error_code"] == codes.INVALID_TOPIC_EXCEPTION
+
+
+def test_a_listener_setting_name_ending_in_a_newline_is_unknown():
+    from logan_ray.broker_config import BrokerConfigError, resolve
+
+    resolve({"listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN"})
+    with pytest.raises(BrokerConfigError):
+        resolve({"listener.name.sasl_ssl.sasl.enabled.mechanisms\n": "PLAIN"})
