@@ -43,6 +43,7 @@ from logan_ray.storage.atomic import atomic_write
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.dir_lock import DataDirLock
 from logan_ray.storage.errors import InvalidConfigError
+from logan_ray.storage.file_modes import close_dir
 from logan_ray.storage.partition_dir import sweep_deleted
 
 from . import replica_placement
@@ -104,7 +105,7 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
                  producer_id_expiration_check_interval_ms: int | None = None,
                  offsets_topic_replication_factor: int | None = None) -> None:
         self.data_dir = os.path.abspath(os.path.expanduser(data_dir))
-        os.makedirs(self.data_dir, exist_ok=True)
+        close_dir(self.data_dir)  # 0700: it holds every record, the SCRAM credentials and the ACLs
         self._dir_lock = DataDirLock(self.data_dir).acquire(wait_s=LOCK_WAIT_S)
         sweep_deleted(self.data_dir)
         self.auto_create_topics = auto_create_topics

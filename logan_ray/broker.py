@@ -23,6 +23,7 @@ from . import client as _client
 from . import runtime_file
 from ._ray import get
 from .errors import LoganError
+from .storage.file_modes import close_dir
 
 if TYPE_CHECKING:
     from .broker_config import BrokerSettings
@@ -120,7 +121,11 @@ class Broker:
             from .security.config import gateway_security
 
             security = gateway_security(settings)
-        os.makedirs(o.data_dir, exist_ok=True)
+        # Everything this process and the Ray it starts create (segments, checkpoints, Ray's session
+        # files and token) is the broker user's only; explicit modes at each creation cover nodes
+        # whose Ray was started by hand.
+        os.umask(0o077)
+        close_dir(o.data_dir)  # 0700, also a data dir an older version left open
         existing = _client.read_broker_file(o.data_dir)
         if existing is not None and existing.get("pid") != os.getpid():
             raise AlreadyRunningError(

@@ -12,6 +12,7 @@ from typing import Any
 from . import runtime_file
 from .actors.topic_names import is_internal
 from .cli_common import connect, err, human, ray_only
+from .storage.file_modes import close_dir, private_opener
 
 
 def add_broker_parsers(sub: argparse._SubParsersAction) -> None:
@@ -113,7 +114,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     if info is not None:
         err(f"a broker (pid {info['pid']}) already serves {args.data_dir}")
         return 1
-    os.makedirs(args.data_dir, exist_ok=True)
+    close_dir(args.data_dir)
     cmd = [sys.executable, "-m", "logan_ray.cli", "--data-dir", args.data_dir, "start", "--foreground"]
     if args.address:
         cmd += ["--address", args.address]
@@ -138,7 +139,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     if args.http is not None:
         cmd += ["--http", args.http]
     log_path = os.path.join(args.data_dir, "broker.log")
-    with open(log_path, "ab") as logf:
+    with open(log_path, "ab", opener=private_opener) as logf:  # it names clients and principals
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True)
     deadline = time.monotonic() + 180

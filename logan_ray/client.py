@@ -20,6 +20,8 @@ from . import runtime_file
 from .actors.topic_names import is_internal
 from ._ray import NAMESPACE, get
 from .errors import NotRunningError, PartitionHibernatedError, UnknownTopicError
+from .ray_token import protect_token
+from .storage.file_modes import close_dir
 
 log = logging.getLogger("logan_ray")
 
@@ -127,17 +129,20 @@ def init_ray(address: str | None = None, data_dir: str | None = None, *, embedde
     if address is None or _is_loopback(address):
         _bind_loopback()
     _enable_token_auth()
+    protect_token()  # before Ray may write a new token, and again once it has
     common = dict(namespace=NAMESPACE, logging_level=logging.WARNING, configure_logging=False,
                   log_to_driver=False)
     if address is not None:
         _check_reachable(address)
         ray.init(address=address, **common)
+        protect_token()
         return False
     # address="local": Ray's default (None) would join the cluster a `ray start` on this machine
     # left in /tmp/ray/ray_current_cluster, which is no logan-ray broker (and refuses _system_config).
     preloading = {**ray_kwargs, "_system_config": {**PRELOAD_CONFIG, **ray_kwargs.get("_system_config", {})}}
     _context = ray.init(address="local", include_dashboard=True, dashboard_host="127.0.0.1",
                         **{**common, **preloading})
+    protect_token()
     return True
 
 
@@ -153,7 +158,7 @@ def ensure_router(data_dir: str | None = None, **router_kwargs: Any):
     from logan_ray.storage.dir_lock import DataDirLock
 
     data_dir = os.path.abspath(os.path.expanduser(data_dir or default_data_dir()))
-    os.makedirs(data_dir, exist_ok=True)
+    close_dir(data_dir)
     # The router (created on this node) holds the data dir's lock; asking for it here first
     # turns "another broker has it" into a clear DataDirLockedError instead of a dead actor.
     DataDirLock(data_dir).acquire(wait_s=LOCK_WAIT_S).release()

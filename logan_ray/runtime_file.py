@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from logan_ray.storage.atomic import atomic_write
+from logan_ray.storage.file_modes import close_dir
 
 FILE_NAME = "broker.json"
 
@@ -131,12 +132,13 @@ def not_found_message(lookup: Lookup) -> str:
 
 
 def publish(info: dict[str, Any]) -> None:
-    """Write the broker's runtime file into its data dir and the per-user place (crash-safe replace)."""
+    """Write the broker's runtime file into its data dir and the per-user place (crash-safe replace,
+    mode 0600: it names the broker's Ray address, through which its processes can be reached)."""
     info = {**info, "pid_start_time": _process_start_time(info["pid"])}
     data = json.dumps(info, indent=1).encode()
     atomic_write(data_dir_path(info["data_dir"]), data)
     user = user_path()
-    os.makedirs(os.path.dirname(user), mode=0o700, exist_ok=True)
+    close_dir(os.path.dirname(user))
     atomic_write(user, data)
 
 

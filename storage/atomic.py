@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 
+from .file_modes import FILE_MODE
 
-def atomic_write(path: str, data: bytes, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``data``; the file gets ``mode`` from its creation on (0600 for
-    secrets such as SCRAM credentials: never readable by others, not even for an instant)."""
+
+def atomic_write(path: str, data: bytes, mode: int = FILE_MODE) -> None:
+    """Replace ``path`` with ``data``; the file gets ``mode`` (0600 by default: data-dir files are the
+    broker user's only) from its creation on, never readable by others, not even for an instant."""
     directory = os.path.dirname(os.path.abspath(path))
     tmp = f"{path}.tmp"
     try:

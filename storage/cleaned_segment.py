@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from .config import TopicConfig
+from .file_modes import FILE_MODE
 from .index import OffsetIndex, TimeIndex
 from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_stem
 from .swap import PENDING_SUFFIX
@@ -29,7 +30,7 @@ class CleanedSegmentWriter:
         self.timeindex = TimeIndex(os.path.join(directory, self.stem + TIMEINDEX_SUFFIX + PENDING_SUFFIX), base_offset,
                                    config.segment_index_bytes)
         self.interval = config.index_interval_bytes
-        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
         self.buf = bytearray()
         self.position = 0
         self.since_index = 0

@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 
 from .atomic import atomic_write
+from .file_modes import private_opener
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,6 @@ def write_checkpoint(directory: str, checkpoint: CleanerCheckpoint, *, durable: 
         atomic_write(path, checkpoint.to_json())
         return
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
+    with open(tmp, "wb", opener=private_opener) as f:
         f.write(checkpoint.to_json())
     os.replace(tmp, path)

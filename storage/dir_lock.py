@@ -12,6 +12,7 @@ import os
 import time
 
 from .errors import LoganError
+from .file_modes import FILE_MODE
 
 LOCK_FILE = ".lock"
 
@@ -29,7 +30,7 @@ class DataDirLock:
 
     def acquire(self, wait_s: float = 0.0) -> "DataDirLock":
         """Take the lock, retrying for ``wait_s`` (a predecessor being killed still holds it briefly)."""
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         deadline = time.monotonic() + wait_s
         while True:
             try:

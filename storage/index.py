@@ -25,6 +25,8 @@ import sys
 from array import array
 from bisect import bisect_left, bisect_right
 
+from .file_modes import private_opener
+
 
 OFFSET_ENTRY_SIZE = 8
 TIME_ENTRY_SIZE = 12
@@ -41,7 +43,7 @@ def _strictly_increasing(values: array) -> bool:
 
 
 def _write_file(path: str, data: bytes, append: bool) -> None:
-    with open(path, "ab" if append else "wb") as f:
+    with open(path, "ab" if append else "wb", opener=private_opener) as f:
         f.write(data)
 
 class OffsetIndex:

@@ -24,6 +24,7 @@ from .cleaner_checkpoint import read_checkpoint as read_cleaner_checkpoint
 from .config import TopicConfig
 from .errors import CorruptRecordError, KafkaStorageError
 from .file_batches import FileBatches
+from .file_modes import make_private_dirs, private_opener
 from .leader_epochs import load_leader_epochs
 from .log_flush import flush, sync_to
 from .log_state import LogState
@@ -47,7 +48,7 @@ def open_log(directory: str, config: TopicConfig, clock: Callable[[], int], full
     """Load (recovering if needed) the log in ``directory``, creating the folder if missing."""
     st = LogState(os.path.abspath(directory), config, clock)
     if not os.path.isdir(st.directory):
-        os.makedirs(st.directory, exist_ok=True)
+        make_private_dirs(st.directory)
         fsync_dir(os.path.dirname(st.directory))  # the partition folder itself survives a power loss
 
     marker = st.path(CLEAN_SHUTDOWN_FILE)
@@ -155,7 +156,7 @@ def close(st: LogState) -> None:
             raise err from e
         _close_files(st)
         marker = st.path(CLEAN_SHUTDOWN_FILE)
-        with open(marker, "w") as f:
+        with open(marker, "w", opener=private_opener) as f:
             f.write(f"{st.log_end}\n")
             f.flush()
             os.fsync(f.fileno())

@@ -19,6 +19,7 @@ import shutil
 import uuid
 
 from .atomic import atomic_write
+from .file_modes import make_private_dirs
 from .sync import fsync_dir
 
 METADATA_FILE = "partition.metadata"
@@ -50,7 +51,7 @@ def read_topic_id(directory: str) -> str | None:
 
 def write_topic_id(directory: str, topic_id: str) -> None:
     """Record ``topic_id`` as the folder's owner, durably (creates the folder if needed)."""
-    os.makedirs(directory, exist_ok=True)
+    make_private_dirs(directory)
     atomic_write(os.path.join(directory, METADATA_FILE),
                  f"version: 0\ntopic_id: {_kafka_uuid(topic_id)}\n".encode())
 

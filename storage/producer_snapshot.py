@@ -42,6 +42,7 @@ from typing import Callable, Iterable, Iterator
 import crc32c as _crc32c
 
 from .batch_header import BatchHeader
+from .file_modes import private_opener
 from .producer_state import DEFAULT_EXPIRATION_MS, ProducerBatch, ProducerEntry, ProducerStateTable
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,7 @@ def write_snapshot(directory: str, offset: int, table: ProducerStateTable, *, du
     """
     path = snapshot_path(directory, offset)
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
+    with open(tmp, "wb", opener=private_opener) as f:
         f.write(encode(table.entries()))
         if durable:
             f.flush()

@@ -24,6 +24,7 @@ import os
 import time
 from dataclasses import dataclass, field
 
+from .file_modes import private_opener
 from .segment import CorruptBatch, Segment
 from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, parse_segment_file, segment_stem
 from .segment_recovery import apply_scan, scan
@@ -70,7 +71,7 @@ def write_checkpoint(path: str, value: int, *, durable: bool) -> None:
     """
     tmp = path + ".tmp"
     try:
-        with open(tmp, "w") as f:
+        with open(tmp, "w", opener=private_opener) as f:
             f.write(f"{value}\n")
             if durable:
                 f.flush()

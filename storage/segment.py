@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 
 from .errors import CorruptRecordError
+from .file_modes import FILE_MODE
 from .index import OffsetIndex, TimeIndex
 from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_stem
 from .segment_load import TrustedLoad
@@ -68,7 +69,7 @@ class Segment(HeaderWalk, ServedRangeChecks, TrustedLoad):
     @property
     def fd(self) -> int:
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
         return self._fd
 
     def final_paths(self) -> tuple[str, str, str]:

@@ -347,3 +347,107 @@ def test_a_listener_setting_name_ending_in_a_newline_is_unknown():
     resolve({"listener.name.sasl_ssl.sasl.enabled.mechanisms": "PLAIN"})
     with pytest.raises(BrokerConfigError):
         resolve({"listener.name.sasl_ssl.sasl.enabled.mechanisms\n": "PLAIN"})
+
+
+# ---------------------------------------------------------------- 7. files other users of the machine cannot read
+
+
+@contextmanager
+def open_umask(mask: int = 0o022):
+    """The usual shell umask, under which files come out world-readable unless created private."""
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _open_to_others(root: str) -> list[str]:
+    """Every file or folder under ``root`` (itself included) that a group or other user may use."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        for path in [folder] + [os.path.join(folder, f) for f in files]:
+            if stat.S_IMODE(os.lstat(path).st_mode) & 0o077:
+                found.append(f"{os.path.relpath(path, root)} {oct(stat.S_IMODE(os.lstat(path).st_mode))}")
+    return found
+
+
+def test_a_partition_log_creates_its_folder_0700_and_every_file_0600(tmp_path):
+    from logan_ray.storage.cleaner_checkpoint import CleanerCheckpoint, write_checkpoint
+    from logan_ray.storage.config import TopicConfig
+    from logan_ray.storage.dir_lock import DataDirLock
+    from logan_ray.storage.log import PartitionLog
+    from logan_ray.storage.partition_dir import write_topic_id
+    from logan_ray.storage.record_builder import build_batch
+
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    part = str(data / "orders-0")
+    with open_umask():
+        DataDirLock(str(data)).acquire().release()
+        write_topic_id(part, "5f7c6f2a-3c1e-4c59-9d55-0d2a1b3c4d5e")
+        log = PartitionLog(part, TopicConfig.from_dict({}))
+        for i in range(3):
+            log.append(build_batch([b"secret-%d" % i], None, timestamps=1000), leader_epoch=0)
+            log.roll()
+        log.flush()
+        write_checkpoint(part, CleanerCheckpoint(), durable=True)
+        write_checkpoint(part, CleanerCheckpoint(), durable=False)
+        log.close()  # producer snapshot, clean-shutdown marker, checkpoints
+    names = set(os.listdir(part))
+    assert any(n.endswith(".log") for n in names) and any(n.endswith(".snapshot") for n in names)
+    assert _open_to_others(str(data)) == []
+
+
+def test_the_data_dir_is_closed_at_start_also_when_an_older_version_left_it_open(tmp_path):
+    from logan_ray.storage.file_modes import close_dir
+
+    old = tmp_path / "old-data"
+    old.mkdir(mode=0o755)
+    os.chmod(old, 0o755)
+    close_dir(str(old))
+    new = tmp_path / "new" / "data"
+    with open_umask():
+        close_dir(str(new))
+    assert stat.S_IMODE(os.stat(old).st_mode) == 0o700 and stat.S_IMODE(os.stat(new).st_mode) == 0o700
+
+
+def test_the_runtime_file_and_its_per_user_copy_are_0600(tmp_path, monkeypatch):
+    from logan_ray import runtime_file
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    with open_umask():
+        runtime_file.publish({"pid": os.getpid(), "data_dir": str(data), "ray_address": "127.0.0.1:6379"})
+    for path in (runtime_file.data_dir_path(str(data)), runtime_file.user_path()):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+    assert _open_to_others(str(tmp_path / "state" / "logan-ray")) == []
+
+
+def test_the_ray_token_ray_writes_is_closed_to_other_users(tmp_path, monkeypatch):
+    from ray._private.authentication.authentication_token_setup import generate_and_save_token
+
+    from logan_ray.ray_token import protect_token, token_path
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+    with open_umask():
+        protect_token()  # what init_ray does before ray.init, which may write a new token ...
+        generate_and_save_token()  # ... as Ray 2.60 does it: open(path, "w") under the umask
+        assert stat.S_IMODE(os.stat(os.path.dirname(token_path())).st_mode) == 0o700  # closed from the start
+        protect_token()  # ... and after it
+    assert token_path() == str(tmp_path / ".ray" / "auth_token")
+    assert _open_to_others(str(tmp_path / ".ray")) == []
+
+
+def test_an_existing_ray_token_left_readable_is_tightened(tmp_path, monkeypatch):
+    from logan_ray.ray_token import protect_token
+
+    token = tmp_path / "elsewhere" / "token"
+    token.parent.mkdir()
+    token.write_text("t0ken")
+    os.chmod(token, 0o644)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(token))
+    protect_token()
+    assert stat.S_IMODE(os.stat(token).st_mode) == 0o600

@@ -12,7 +12,9 @@ def test_a_secret_file_is_created_owner_only_whatever_the_umask(tmp_path):
     old = os.umask(0)
     try:
         atomic_write(path, b"{}")
-        assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600  # the default: data-dir files are private
+        atomic_write(path, b"{}", mode=0o640)
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o640  # an explicit mode is taken as given
         open(path + ".tmp", "w").close()  # a leftover temp file from a crash, world-readable
         os.chmod(path + ".tmp", 0o666)
         atomic_write(path, b'{"users": 1}', mode=0o600)
