@@ -6,7 +6,14 @@ controller (the router) *before* it takes effect, so this class only proposes:
 
 * A follower's fetch offset is its log end offset (LEO): it has every record
   below it. Fetching at or past the leader's LEO as it was at the fetch marks
-  the follower caught up now (``lastCaughtUpTimeMs``).
+  the follower caught up now (``lastCaughtUpTimeMs``); fetching at or past the
+  leader's LEO as it was at the follower's *previous* fetch marks it caught up
+  as of that previous fetch (``lastFetchLeaderLogEndOffset``), so a follower
+  keeps up with a leader whose log end moves between every fetch.
+* A claimed position is validated, as a Kafka leader reads before it records:
+  a fetch offset past the leader's LEO is OFFSET_OUT_OF_RANGE and recorded
+  nowhere (a forged or confused fetch could otherwise raise the high watermark
+  over records no follower holds).
 * High watermark = the smallest LEO over the ISR (the leader included), and it
   never moves back while this leader leads. A restarted leader does not know
   its followers' positions yet: they count at the HW it starts with (Kafka
@@ -20,6 +27,8 @@ controller (the router) *before* it takes effect, so this class only proposes:
 from __future__ import annotations
 
 from typing import Iterable
+
+from logan_ray.storage.errors import OffsetOutOfRangeError
 
 DEFAULT_REPLICA_LAG_TIME_MAX_MS = 30_000  # Kafka's replica.lag.time.max.ms
 
@@ -36,6 +45,8 @@ class FollowerStates:
         followers = [n for n in self.replicas if n != leader]
         self.leo = {n: high_watermark if n in self.isr else -1 for n in followers}
         self.caught_up_ms = {n: now_ms for n in followers}
+        # the leader's LEO and the time at each follower's previous fetch (None: no fetch yet)
+        self.last_fetch: dict[str, tuple[int, int] | None] = {n: None for n in followers}
 
     @property
     def followers(self) -> list[str]:
@@ -45,9 +56,16 @@ class FollowerStates:
         """A follower fetched at ``fetch_offset``; True when the high watermark moved."""
         if node not in self.leo:
             raise KeyError(f"{node} is not a follower of this partition")
+        if fetch_offset > leader_leo:
+            raise OffsetOutOfRangeError(f"follower {node[:8]} fetches at {fetch_offset}, past the leader's log end "
+                                        f"{leader_leo}")
         self.leo[node] = fetch_offset
+        previous = self.last_fetch.get(node)
         if fetch_offset >= leader_leo:
-            self.caught_up_ms[node] = now_ms
+            self.caught_up_ms[node] = max(self.caught_up_ms[node], now_ms)
+        elif previous is not None and fetch_offset >= previous[0]:
+            self.caught_up_ms[node] = max(self.caught_up_ms[node], previous[1])
+        self.last_fetch[node] = (leader_leo, now_ms)
         return self.advance(leader_leo)
 
     def advance(self, leader_leo: int) -> bool:
@@ -84,6 +102,7 @@ class FollowerStates:
         followers = [n for n in self.replicas if n != self.leader]
         self.leo = {n: self.leo.get(n, -1) for n in followers}
         self.caught_up_ms = {n: self.caught_up_ms.get(n, now_ms) for n in followers}
+        self.last_fetch = {n: self.last_fetch.get(n) for n in followers}
         self.set_isr([n for n in isr if n == self.leader or n in self.leo], leader_leo)
 
     def set_isr(self, isr: Iterable[str], leader_leo: int) -> None:

@@ -88,21 +88,25 @@ class LeaderReplication:
         return self.states.high_watermark
 
     async def wait_replicated(self, end: int, min_isr: int) -> None:
-        """``acks=all``: return once the high watermark reaches ``end``.
+        """``acks=all``: return once the high watermark reaches ``end`` with the ISR at ``min_isr`` or more.
 
-        Raises NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrinks below
-        ``min.insync.replicas`` while waiting (the record is in the leader's
-        log but may not survive it). The gateway bounds the wait by the
-        request's timeout.
+        Kafka's rule (``Partition.checkEnoughReplicasReachOffset``): the answer is
+        success only if the ISR still holds ``min.insync.replicas`` when the high
+        watermark passes the request. A shrink moves the high watermark to the
+        leader's log end at once (the leader may be alone in sync), so passing it
+        says nothing about copies then: the request answers
+        NOT_ENOUGH_REPLICAS_AFTER_APPEND (the record is in the leader's log but may
+        not survive it), also when the ISR shrinks below the minimum while waiting.
+        The gateway bounds the wait by the request's timeout.
         """
-        while self.states.high_watermark < end:
+        while True:
             if len(self.states.isr) < min_isr:
                 raise NotEnoughReplicasAfterAppendError(
                     f"{self.name}: the ISR shrank to {len(self.states.isr)} replicas, below "
                     f"min.insync.replicas={min_isr}, before offset {end - 1} was replicated")
             self.states.advance(self._log_end())
             if self.states.high_watermark >= end:
-                break
+                return
             await self._moved.wait()
 
     def reassigned(self, epoch: int, replicas: list[str], isr: list[str]) -> None:

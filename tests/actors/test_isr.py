@@ -45,3 +45,32 @@ def test_a_follower_joins_once_it_reaches_the_high_watermark():
     s.fetched("F1", 10, leader_leo=10, now_ms=2)
     assert s.to_expand("F1") == ["L", "F1"]
     assert s.to_expand("L") is None and s.to_expand("nobody") is None
+
+
+def test_a_follower_reaching_the_leaders_previous_log_end_stays_in_sync_while_the_log_end_moves():
+    """Kafka's lastFetchLeaderLogEndOffset rule: a stream of appends with no pause between two
+    fetches never lets a fetch reach the log end of its own moment, yet the follower keeps up."""
+    s = states(now=0)
+    leo = 0
+    for t in range(0, 120_000, 500):  # two minutes, the leader 100 records ahead at every fetch
+        s.fetched("F1", leo, leader_leo=leo + 100, now_ms=t)
+        s.fetched("F2", leo, leader_leo=leo + 100, now_ms=t)
+        leo += 100
+    assert s.to_shrink(120_000) is None
+    s.fetched("F2", leo - 1000, leader_leo=leo + 100, now_ms=120_000)  # F2 falls behind for good
+    for t in range(120_500, 160_000, 500):
+        s.fetched("F1", leo, leader_leo=leo + 100, now_ms=t)
+        leo += 100
+    assert s.to_shrink(160_000) == ["L", "F1"]
+
+
+def test_a_follower_position_past_the_leaders_log_end_is_refused_and_not_recorded():
+    import pytest
+
+    from logan_ray.storage.errors import OffsetOutOfRangeError
+
+    s = states(isr=("L", "F1"))
+    s.fetched("F1", 5, leader_leo=10, now_ms=1)
+    with pytest.raises(OffsetOutOfRangeError):
+        s.fetched("F1", 2 ** 62, leader_leo=10, now_ms=2)
+    assert s.leo["F1"] == 5 and s.high_watermark == 5

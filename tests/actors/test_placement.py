@@ -63,12 +63,26 @@ SCRIPT = textwrap.dedent(
         hw["acks_all_waits"] = not ready
         hw["after"] = ray.get(leader.replica_fetched.remote(follower, 6))
         hw["acks_all_done"] = ray.get(waiting, timeout=30)[0]
+        # a follower position past the leader's log end (a forged or confused fetch) is refused, not recorded
+        from logan_ray.storage.errors import OffsetOutOfRangeError
+        try:
+            ray.get(leader.replica_fetched.remote(follower, 2 ** 62))
+        except OffsetOutOfRangeError:
+            hw["forged_refused"] = ray.get(leader.offsets.remote())[1]
+        # acks=all sent while the follower is cut off, inside the lag window: the shrink to the leader
+        # alone moves the HW past it, but the ISR is under min.insync.replicas then (Kafka's rule)
+        cut_off = leader.append_durable.remote(build_batch([b"6"]))
         # replica.lag.time.max.ms=3000: the follower stops fetching and leaves the ISR within ~4.5 s
         import time
         deadline = time.monotonic() + 10
         while len(c.describe_topic("rf3")["partitions"][0]["isr"]) > 1 and time.monotonic() < deadline:
             time.sleep(0.1)
         hw["shrunk"] = c.describe_topic("rf3")["partitions"][0]["isr"]
+        from logan_ray.common.errors import NotEnoughReplicasAfterAppendError
+        try:
+            hw["cut_off_acked"] = ray.get(cut_off, timeout=30)[0]
+        except NotEnoughReplicasAfterAppendError:
+            hw["cut_off_refused"] = True
         hw["settings_lag"] = ray.get(c.router.settings.remote())["replica_lag_time_max_ms"]
         try:
             ray.get(c.router.alter_isr.remote("rf3", 0, 99, rf3["partitions"][0]["replicas"][:1]))
@@ -118,4 +132,6 @@ def test_partitions_spread_over_three_nodes_and_served_there():
     assert hw["held"] == 3 and hw["fetch_hw"] == 3 and hw["visible"] == [0, 1, 2]
     assert hw["acks_all_waits"] and hw["after"] == 6 and hw["acks_all_done"] == 5
     assert hw["zombie_refused"]
+    assert hw["forged_refused"] == 6  # the high watermark did not move with it
+    assert hw.get("cut_off_refused") and "cut_off_acked" not in hw  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
     assert hw["shrunk"] == [leader] and hw["settings_lag"] == 3000  # a configured replica.lag.time.max.ms
