@@ -154,7 +154,7 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         self._warm = WarmWorkers(ctx.get_job_id(), ctx.get_runtime_env_string())
         self._pending_save: asyncio.Future | None = None
         self._refresh_nodes()
-        changed = self._assign_missing_topic_ids() | self._add_internal_topics()
+        changed = self._assign_missing_topic_ids() | self._add_internal_topics() | self._ensure_broker_secret()
         self._producer_id_next = self._meta.get("producer_id_next", 0)
         self._producer_id_limit = self._producer_id_next
         for topic, t in self._meta["topics"].items():

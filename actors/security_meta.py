@@ -9,6 +9,7 @@ authorizing live with the gateway (logan_ray.security.acl); here is only storage
 """
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 # Kafka error codes and SCRAM mechanism codes (kept here: actors sit below the protocol package)
@@ -148,6 +149,20 @@ class SecurityMetadata:
                 self._meta["acl_version"] = self._meta.get("acl_version", 0) + 1
                 self._save()  # type: ignore[attr-defined]
             return removed
+
+    # ------------------------------------------------------- broker secret
+    def _ensure_broker_secret(self) -> bool:
+        """Make the cluster's broker secret once (True when made: the caller saves the metadata
+        before anyone is given it, so it never changes under a gateway that cached it)."""
+        if self._meta.get("broker_secret"):
+            return False
+        self._meta["broker_secret"] = secrets.token_hex(32)
+        return True
+
+    async def broker_secret(self) -> str:
+        """What brokers prove to each other that they know (logan_ray.security.broker_auth): only
+        reachable over Ray, whose token authenticates the caller; never sent on a Kafka listener."""
+        return self._meta["broker_secret"]
 
     # ---------------------------------------------------------- listeners
     async def register_listeners(self, node_id: str, endpoints: dict[str, tuple[str, int]]) -> None:

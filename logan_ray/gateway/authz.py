@@ -17,6 +17,8 @@ from logan_ray.protocol import errors as codes
 from logan_ray.security import acl
 from logan_ray.security.authorizer import who
 
+from .broker_identity import replica_id_of
+
 if TYPE_CHECKING:
     from .connection import Connection
     from .handler import GatewayContext as Gateway
@@ -69,9 +71,11 @@ _GROUP_WHOLE = {11: acl.READ, 12: acl.READ, 13: acl.READ, 14: acl.READ, 47: acl.
 
 async def guard(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> tuple[dict | None, Post | None]:
     """(response to send instead of running the handler, or None; a function to fix the handler's response)."""
+    key, version = header.api_key, header.api_version
+    if key == 1 and replica_id_of(version, body) >= 0:
+        return None, None  # a replica fetch: CLUSTER_ACTION, not READ (broker_identity, in the Fetch handler)
     d = await gw.authorizer.decider()
     principal, host = who(conn)
-    key, version = header.api_key, header.api_version
 
     def ok(op: int, rtype: int, name: str) -> bool:
         return d.allowed(principal, host, op, rtype, name)

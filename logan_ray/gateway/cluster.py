@@ -20,6 +20,7 @@ from logan_ray.actors.names import broker_id
 from logan_ray.common.errors import PartitionHibernatedError
 from logan_ray.protocol import errors as codes
 
+from .broker_identity import BrokerSecret
 from .board_waits import BoardWaits
 from .closed_reads import CLOSED_METHODS, ClosedReads, NeedsActor, follow_changes
 
@@ -263,6 +264,8 @@ class Cluster:
         self.lease: Any = None
         #: this gateway's own advertised (host, port) on its first listener, set once it listens
         self.own_endpoint: tuple[str, int] | None = None
+        #: what this gateway's brokers prove to each other (broker_identity.py)
+        self.broker_secret = BrokerSecret(self.router)
 
     # ---------------------------------------------------------------- routes
     def _store(self, name: str, route: dict | None) -> list[Partition] | None:

@@ -4,10 +4,16 @@ A Fetch never reads record bytes into Python: the partition actor's ``locate``
 returns batch-aligned ranges of its segment files (asked over the node-local
 channel, ``actors/channel.py``), the gateway opens them, and
 the connection sends the encoded response header followed by the ranges with
-``os.sendfile``. Long-polling happens in the partition actor, which wakes the
-moment an append makes enough data available. Fetch sessions (KIP-227) are not
+``os.sendfile``. A long-poll over active partitions with one replica waits on their
+offsets boards (``board_waits.py``: no call to the actors until one moves); others
+wait in the partition actor, which wakes the moment an append makes enough data
+available. Fetch sessions (KIP-227) are not
 offered: every request is a full, session-less fetch, which clients fall back to
 when the broker answers with session id 0.
+
+A Fetch naming a ``replica_id`` is a follower's: served only to a connection that
+proved to be that broker, or to a principal with CLUSTER_ACTION under an authorizer
+(``broker_identity.py``); anyone else gets TOPIC_AUTHORIZATION_FAILED, as Kafka answers.
 
 Leader epochs (KIP-320): each partition's ``current_leader_epoch`` goes to the
 partition actor with the locate call, which answers FENCED_LEADER_EPOCH /
@@ -25,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from logan_ray.protocol import errors as codes
 from logan_ray.storage.file_batches import next_offset_after
 
+from .broker_identity import may_fetch_as_replica, replica_id_of
 from .cluster import Partition, broker_id, error_code, error_message, ignore_outcome, is_stale_route
 from .meta import leader_endpoints
 from .connection import FileRanges
@@ -208,7 +215,11 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
         return response
     max_wait = max(0, body["max_wait_ms"])
     # A follower's fetch names its broker (replica_id, in replica_state from v15); consumers send -1.
-    replica_id = (body.get("replica_state") or {}).get("replica_id", -1) if version >= 15 else body.get("replica_id", -1)
+    replica_id = replica_id_of(version, body)
+    if replica_id >= 0 and not await may_fetch_as_replica(gw, conn, replica_id):
+        log.warning("gateway: Fetch as replica %d from %s refused: not that broker, no CLUSTER_ACTION", replica_id,
+                    conn.peer)
+        return _refused_whole(response, body, codes.TOPIC_AUTHORIZATION_FAILED)
     min_bytes = max(0, body["min_bytes"])
     max_bytes = body.get("max_bytes", INT32_MAX)
     if max_bytes <= 0:
@@ -302,6 +313,15 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
         response["responses"].append(topic)
     response["node_endpoints"] = await leader_endpoints(
         gw, [s.result.get("current_leader") for _, slots in groups for s in slots])
+    return response
+
+
+def _refused_whole(response: dict, body: dict, code: int) -> dict:
+    """Every partition of the request answered ``code``, nothing read."""
+    for t in body["topics"]:
+        response["responses"].append({"topic": t.get("topic", ""), "topic_id": t.get("topic_id"),
+                                      "partitions": [_partition_result(p["partition"], code)
+                                                     for p in t["partitions"]]})
     return response
 
 

@@ -5,7 +5,8 @@ there): no process per follower. Every follower replica this node holds is a
 :class:`~logan_ray.storage.log.PartitionLog` in its own folder
 (``replica_placement.follower_dir``), opened here. For each leader node one
 loop sends real Kafka Fetch requests (v12) over TCP to that leader's gateway,
-all its partitions in one request, with ``replica_id`` = this broker's id, the
+logged in as this broker first (``broker_link.py``: the inter-broker listener, TLS
+when it has it, the LOGAN-RAY-BROKER login), all its partitions in one request, with ``replica_id`` = this broker's id, the
 ``current_leader_epoch`` it knows and ``last_fetched_epoch`` (KIP-320/595): the
 fetch offset is the follower's log end, which is how the leader learns the
 follower's position (there is no separate report). Records are written with
@@ -28,11 +29,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from logan_ray.actors.names import broker_id
-from logan_ray.protocol import decode_response, encode_request
 from logan_ray.storage.batch_header import LOG_OVERHEAD, header_at
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.hw_checkpoint import CHECKPOINT_INTERVAL_S, read_high_watermark, write_high_watermark
 from logan_ray.storage.log import PartitionLog
+
+from .broker_link import BrokerLink, InterBrokerListener
 
 log = logging.getLogger("logan_ray.replica_fetcher")
 
@@ -93,10 +95,12 @@ def truncation_offset(log_: PartitionLog, epoch: int, end_offset: int) -> int:
 
 
 class ReplicaFetcher:
-    def __init__(self, router: Any, node_id: str) -> None:
+    def __init__(self, router: Any, node_id: str, listener: InterBrokerListener | None = None) -> None:
         self._router = router
         self.node_id = node_id
         self.broker_id = broker_id(node_id)
+        self._listener = listener or InterBrokerListener()
+        self._secret: str | None = None  # the cluster's broker secret (broker_link's login), asked once
         self._followers: dict[tuple[str, int], Follower] = {}
         self._loops: dict[str, tuple[tuple[str, int], asyncio.Task]] = {}  # leader node -> (endpoint, loop)
         self._task: asyncio.Task | None = None
@@ -174,7 +178,10 @@ class ReplicaFetcher:
 
     async def _refresh(self) -> None:
         assignments = await self._router.follower_assignments.remote(self.node_id)
-        gateways = await self._router.gateways.remote()
+        if self._listener.name is None:
+            gateways = await self._router.gateways.remote()
+        else:  # the leaders' addresses on the inter-broker listener
+            gateways = await self._router.listener_gateways.remote(self._listener.name)
         wanted = {(a["topic"], a["partition"]): a for a in assignments
                   if a["leader_epoch"] > self._released.get((a["topic"], a["partition"]), -1)}
         for key in [k for k in self._followers if k not in wanted]:
@@ -203,24 +210,20 @@ class ReplicaFetcher:
                     self._fetch_loop(leader, endpoint)))
 
     async def _fetch_loop(self, leader: str, endpoint: tuple[str, int]) -> None:
-        """One connection to ``leader``'s gateway, one Fetch after another for all its partitions here."""
-        corr = 0
+        """One connection to ``leader``'s gateway, logged in as this broker, one Fetch after another for all
+        its partitions here."""
         while True:
-            writer = None
+            link = None
             try:
-                reader, writer = await asyncio.open_connection(endpoint[0], endpoint[1])
+                if self._secret is None:
+                    self._secret = await self._router.broker_secret.remote()
+                link = await BrokerLink.open(endpoint, self.broker_id, self._secret, self._listener,
+                                             f"replica-{self.broker_id}")
                 while True:
                     parts = [f for f in self._followers.values() if f.leader == leader]
                     if not parts:
                         return
-                    corr += 1
-                    writer.write(encode_request(1, FETCH_VERSION, corr, f"replica-{self.broker_id}",
-                                                self._request(parts)))
-                    await writer.drain()
-                    size = int.from_bytes(await reader.readexactly(4), "big")
-                    got, body = decode_response(1, FETCH_VERSION, await reader.readexactly(size))
-                    if got != corr:
-                        raise ConnectionError(f"correlation id {got}, expected {corr}")
+                    body = await link.call(1, FETCH_VERSION, self._request(parts))
                     if not await self._apply(parts, body):
                         await asyncio.sleep(BACKOFF_S)
             except asyncio.CancelledError:
@@ -230,8 +233,8 @@ class ReplicaFetcher:
                 self._stale.set()
                 await asyncio.sleep(BACKOFF_S)
             finally:
-                if writer is not None:
-                    writer.close()
+                if link is not None:
+                    link.close()
 
     def _request(self, parts: list[Follower]) -> dict[str, Any]:
         topics: dict[str, list[dict[str, Any]]] = {}

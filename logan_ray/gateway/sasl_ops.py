@@ -13,9 +13,10 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from logan_ray.protocol import errors as codes
-from logan_ray.security import scram
+from logan_ray.security import broker_auth, scram
 from logan_ray.security.sasl import SaslFailed, server_for
 
+from .broker_identity import BROKER_ID, BROKER_LOGIN
 from .cluster import error_code, error_message
 
 if TYPE_CHECKING:
@@ -31,6 +32,8 @@ def _close_after(conn: "Connection") -> None:
 
 async def sasl_handshake(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
     session = conn.session
+    if body.get("mechanism") == broker_auth.MECHANISM and header.api_version >= 1:
+        return _broker_handshake(conn)
     if session is None or not session.needs_sasl:
         return {"error_code": codes.ILLEGAL_SASL_STATE, "mechanisms": []}
     mechanisms = list(session.security.mechanisms)
@@ -56,7 +59,51 @@ async def sasl_handshake(gw: "Gateway", conn: "Connection", header: Any, body: d
     return {"error_code": codes.NONE, "mechanisms": mechanisms}
 
 
+def _broker_handshake(conn: "Connection") -> dict:
+    """A broker's replica fetcher logs in (on any listener: Kafka clients never name this mechanism,
+    so what they are answered stays Kafka's); once per connection."""
+    session = conn.session
+    mechanisms = list(session.security.mechanisms) if session is not None else []
+    if conn.state.get(BROKER_ID) is not None or conn.state.get(BROKER_LOGIN) is not None or \
+            (session is not None and (session.server is not None or (session.needs_sasl and session.authenticated))):
+        _close_after(conn)
+        return {"error_code": codes.ILLEGAL_SASL_STATE, "mechanisms": mechanisms}
+    conn.state[BROKER_LOGIN] = broker_auth.BrokerAuthServer()
+    return {"error_code": codes.NONE, "mechanisms": mechanisms}
+
+
+async def _broker_authenticate(gw: "Gateway", conn: "Connection", server: Any, token: bytes) -> dict:
+    out = {"error_code": codes.NONE, "error_message": None, "auth_bytes": b"", "session_lifetime_ms": 0}
+    try:
+        out["auth_bytes"] = await server.step(token, gw.cluster.broker_secret.lookup)
+    except SaslFailed as e:
+        conn.state.pop(BROKER_LOGIN, None)
+        log.warning("gateway: failed broker authentication from %s: %s", conn.peer, e)
+        session = conn.session
+        await asyncio.sleep((session.security.failed_auth_delay_ms if session is not None else 100) / 1000.0)
+        out.update(error_code=codes.SASL_AUTHENTICATION_FAILED, error_message=str(e), auth_bytes=b"")
+        _close_after(conn)
+        return out
+    except Exception as e:  # the router is unreachable: no secret to check against
+        conn.state.pop(BROKER_LOGIN, None)
+        out.update(error_code=codes.SASL_AUTHENTICATION_FAILED, auth_bytes=b"",
+                   error_message=f"Authentication failed: broker secret unavailable ({error_message(e)})")
+        _close_after(conn)
+        return out
+    if server.done:
+        conn.state.pop(BROKER_LOGIN, None)
+        conn.state[BROKER_ID] = server.broker_id
+        if conn.session is not None:
+            conn.session.authenticated_as(broker_auth.PRINCIPAL)
+        conn.max_frame = gw.max_frame_bytes
+        log.info("gateway: %s authenticated as broker %d", conn.peer, server.broker_id)
+    return out
+
+
 async def sasl_authenticate(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> dict:
+    broker_login = conn.state.get(BROKER_LOGIN)
+    if broker_login is not None:
+        return await _broker_authenticate(gw, conn, broker_login, bytes(body["auth_bytes"]))
     session = conn.session
     out = {"error_code": codes.NONE, "error_message": None, "auth_bytes": b"", "session_lifetime_ms": 0}
     if session is None or not session.needs_sasl or session.server is None:

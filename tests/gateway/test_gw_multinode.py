@@ -123,6 +123,14 @@ SCRIPT = textwrap.dedent(
             return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d)) if n.endswith(".log")}
         lead = segments(os.path.join(data_dir, "rep-%%d" %% vp))
         out["rep_same_bytes"] = [segments(s["directory"]) == lead for s in states if s] + [sum(map(len, lead.values())) > 0]
+        # A plain client forging a follower's fetch (issue 32): refused, the leader's view unchanged
+        forged = []
+        with Wire(endpoints[victim]) as w:
+            for n in followers:
+                body = fetch_body("rep", [(vp, 2 ** 62, 1 << 20)])
+                body["replica_id"] = broker_id(n)
+                forged.append(w.call(1, 11, body)["responses"][0]["partitions"][0]["error_code"])
+        out["forged"] = forged
         out["ends"] = [c.partition_offsets("spread")[i][1] for i in range(3)]
         stats = {}
         for node in endpoints:
@@ -274,6 +282,7 @@ def test_each_node_serves_its_partitions_and_redirects_the_rest():
     assert result["rep_isr"] == result["rep_replicas"]  # the followers joined the ISR
     assert result["rep_followers"] == [[200, 200], [200, 200]]  # their log ends and high watermark
     assert result["rep_same_bytes"] == [True, True, True]  # the leader's segments, byte for byte
+    assert result["forged"] == [29, 29]  # TOPIC_AUTHORIZATION_FAILED: only a broker fetches as a replica
     # failover after SIGKILL of the leader's node: a follower of the ISR leads in a new epoch, the
     # producer goes on, and the history holds every acknowledged record once, at its offset
     assert result["failover_unflushed"] == 0 and result["rep_errors"] == []

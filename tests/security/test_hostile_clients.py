@@ -11,7 +11,6 @@ import logging
 import os
 import socket
 import stat
-import threading
 import time
 from contextlib import contextmanager
 from types import SimpleNamespace
@@ -23,6 +22,7 @@ from logan_ray.protocol import decode_request, encode_request
 from logan_ray.protocol import errors as codes
 from logan_ray.security import acl
 from logan_ray.security.acl import ALLOW, DENY, LITERAL, PREFIXED, Binding, Decider
+from tests.tooling.served_gateway import closed_by_peer, served_gateway
 
 NODE = "0123456789abcdef"
 ANON = "User:ANONYMOUS"
@@ -190,61 +190,6 @@ def test_offset_delete_without_delete_on_the_group_is_refused_whole():
     async def never(*_):
         raise AssertionError("the handler must not run")
     assert run_guarded(gw, never, header, body)["error_code"] == codes.GROUP_AUTHORIZATION_FAILED
-
-
-# ---------------------------------------------------------------- a gateway served in this process
-
-
-@contextmanager
-def served_gateway(host: str = "127.0.0.1", **limits):
-    """A gateway core on its own loop and thread, listening on ``host`` (no Ray: no router needed here)."""
-    from logan_ray.gateway.server import Gateway
-
-    loop = asyncio.new_event_loop()
-    box: dict = {}
-    ready = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-
-        async def start() -> None:
-            box["gw"] = Gateway(None, NODE, **limits)
-            box["port"] = box["gw"].listen(host, 0)[1]
-        try:
-            loop.run_until_complete(start())
-        finally:
-            ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    ready.wait(10)
-    try:
-        yield box["gw"], box["port"]
-    finally:
-        async def shutdown() -> None:
-            box["gw"].close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
-
-
-def closed_by_peer(sock: socket.socket, timeout: float = 10) -> bool:
-    """The gateway closed ``sock`` within ``timeout`` (what it sent before is passed over)."""
-    sock.settimeout(timeout)
-    try:
-        while sock.recv(65536):
-            pass
-    except socket.timeout:
-        return False
-    except ConnectionError:
-        pass
-    return True
 
 
 # ---------------------------------------------------------------- 4. nothing of a bad frame is logged
