@@ -61,6 +61,15 @@ def _choice(*choices: str) -> Callable[[str, str], str]:
     return parse
 
 
+def _upper_choice(*choices: str) -> Callable[[str, str], str]:
+    def parse(name: str, v: str) -> str:
+        s = v.strip().upper()
+        if s not in choices:
+            raise BrokerConfigError(f"broker setting {name}={v!r}: expected one of {', '.join(choices)}")
+        return s
+    return parse
+
+
 def _pem_only(name: str, v: str) -> str:
     s = v.strip().upper()
     if s != "PEM":
@@ -137,7 +146,7 @@ _DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTE
 PER_LISTENER = ("ssl.keystore.location", "ssl.keystore.type", "ssl.key.password", "ssl.keystore.password",
                 "ssl.truststore.location", "ssl.truststore.type", "ssl.truststore.password", "ssl.client.auth",
                 "ssl.enabled.protocols", "ssl.cipher.suites", "sasl.enabled.mechanisms",
-                "connections.max.reauth.ms", "ssl.principal.mapping.rules")
+                "connections.max.reauth.ms", "ssl.principal.mapping.rules", "ssl.endpoint.identification.algorithm")
 
 _SETTINGS: dict[str, _Setting] = {
     # the broker
@@ -199,11 +208,18 @@ _SETTINGS: dict[str, _Setting] = {
     "ssl.enabled.protocols": _Setting(_protocols, "TLSv1.2,TLSv1.3", "TLS versions offered"),
     "ssl.protocol": _Setting(_choice("tls", "tlsv1.2", "tlsv1.3"), "TLSv1.3", "accepted; see ssl.enabled.protocols"),
     "ssl.cipher.suites": _Setting(_list, "", "OpenSSL cipher list for TLS 1.2 (default: OpenSSL's)"),
-    "ssl.endpoint.identification.algorithm": _Setting(_string, "https", "accepted; brokers do not dial out"),
+    "ssl.endpoint.identification.algorithm": _Setting(_string, "https", "check another broker's host name in its "
+                                                                        "certificate (empty: do not)"),
     "ssl.principal.mapping.rules": _Setting(_mapping_rules, "DEFAULT", "principal from the certificate subject"),
     # SASL
     "sasl.enabled.mechanisms": _Setting(_mechanisms, "SCRAM-SHA-256,SCRAM-SHA-512", "PLAIN, SCRAM-SHA-256/512"),
     "sasl.server.max.receive.size": _Setting(_int_range(1, INT_MAX), "524288", "largest frame before login"),
+    # how brokers reach each other (security/inter_broker.py)
+    "inter.broker.listener.name": _Setting(_string, None, "the listener brokers replicate over"),
+    "security.inter.broker.protocol": _Setting(_upper_choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+                                               "PLAINTEXT", "the inter-broker listener by its security protocol"),
+    "sasl.mechanism.inter.broker.protocol": _Setting(_string, "GSSAPI", "accepted; brokers log in to each other "
+                                                                        "with LOGAN-RAY-BROKER on any listener"),
     # authorization
     "authorizer.class.name": _Setting(_authorizer, "", "an ACL authorizer when set"),
     "super.users": _Setting(_principals, "", "User:a;User:b may do everything"),
@@ -230,6 +246,8 @@ KAFKA_TYPES: dict[str, int | None] = {
     "ssl.truststore.password": PASSWORD, "ssl.client.auth": STRING, "ssl.enabled.protocols": LIST,
     "ssl.protocol": STRING, "ssl.cipher.suites": LIST, "ssl.endpoint.identification.algorithm": STRING,
     "ssl.principal.mapping.rules": STRING, "sasl.enabled.mechanisms": LIST, "sasl.server.max.receive.size": INT,
+    "inter.broker.listener.name": STRING, "security.inter.broker.protocol": STRING,
+    "sasl.mechanism.inter.broker.protocol": STRING,
     "authorizer.class.name": STRING, "super.users": None, "allow.everyone.if.no.acl.found": None,
     "producer.id.expiration.ms": INT, "producer.id.expiration.check.interval.ms": INT,
     "partition.idle.ms": LONG, "max.active.partitions": INT,  # logan-ray's own (partition hibernation)

@@ -24,6 +24,7 @@ from logan_ray.actors.names import gateway_name
 
 from .heartbeat import Heartbeat
 from .partition_gauges import PartitionGauges
+from .broker_link import InterBrokerListener
 from .replica_fetcher import ReplicaFetcher
 from .server import MAX_FRAME_BYTES, Gateway
 
@@ -131,7 +132,7 @@ class GatewayActor:
             self._heartbeat = heartbeat
         if self._fetcher is None:
             # this node's follower replicas; through the proxy that finds a replaced router again
-            self._fetcher = ReplicaFetcher(gateway.cluster.router, self.node_id)
+            self._fetcher = ReplicaFetcher(gateway.cluster.router, self.node_id, self._inter_broker())
             self._fetcher.start()
         if self._gauges is None:
             # also of its inactive partitions; through the proxy that finds a replaced router again
@@ -156,6 +157,15 @@ class GatewayActor:
             gateway.authorizer = Authorizer(gateway.cluster.router, auth.get("super_users", ()),
                                             auth.get("allow_if_no_acl", False))
         return {"security": first}
+
+    def _inter_broker(self) -> InterBrokerListener:
+        """The listener this node's replica fetcher reaches leaders on, and its TLS."""
+        if self.security is None:
+            return InterBrokerListener()
+        from logan_ray.security.config import inter_broker_tls
+
+        name, tls = inter_broker_tls(self.security)
+        return InterBrokerListener(None if name == self.security["listeners"][0]["name"] else name, tls)
 
     def _listen_secondaries(self, gateway: Gateway) -> None:
         assert self._bound is not None

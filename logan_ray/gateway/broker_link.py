@@ -27,11 +27,10 @@ MAX_RESPONSE_BYTES = 64 << 20  # above replica.fetch.response.max.bytes (10 MiB)
 @dataclass(frozen=True)
 class InterBrokerListener:
     """Where and how brokers reach each other. ``name`` None: the first listener (the router's plain
-    gateway list); ``tls`` None: no TLS."""
+    gateway list); ``tls`` None: no TLS (its ``check_hostname`` says whether the leader's name is checked)."""
 
     name: str | None = None
     tls: ssl.SSLContext | None = None
-    check_hostname: bool = True
 
 
 class BrokerLink:
@@ -45,8 +44,7 @@ class BrokerLink:
                    client_id: str) -> "BrokerLink":
         host, port = endpoint
         if listener.tls is not None:
-            reader, writer = await asyncio.open_connection(
-                host, port, ssl=listener.tls, server_hostname=host if listener.check_hostname else None)
+            reader, writer = await asyncio.open_connection(host, port, ssl=listener.tls, server_hostname=host)
         else:
             reader, writer = await asyncio.open_connection(host, port)
         link = cls(reader, writer, client_id)

@@ -7,8 +7,10 @@ paths are read on the node that serves them.
 """
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
+from .inter_broker import client_context, inter_broker_listener
 from .listeners import Listener, resolve_listeners
 from .session import SASL_MAX_RECEIVE, ListenerSecurity
 from .tls import server_context
@@ -19,12 +21,14 @@ def gateway_security(settings: Any) -> dict[str, Any]:
     listeners = resolve_listeners(settings.get("listeners"), settings.get("advertised.listeners"),
                                   settings.get("listener.security.protocol.map"))
     out = {"listeners": [ln.to_dict() for ln in listeners],
+           "inter_broker": inter_broker_listener(listeners, settings),
            "views": {ln.name: settings.listener_view(ln.name) for ln in listeners},
            "sasl_max_receive": settings.get("sasl.server.max.receive.size") or SASL_MAX_RECEIVE,
            "authorizer": {"enabled": bool(settings.get("authorizer.class.name")),
                           "super_users": list(settings.get("super.users") or []),
                           "allow_if_no_acl": bool(settings.get("allow.everyone.if.no.acl.found"))}}
     listener_securities(out)  # fail now (missing certificate files...) rather than in every gateway
+    inter_broker_tls(out)
     return out
 
 
@@ -40,3 +44,10 @@ def listener_securities(security: dict[str, Any]) -> list[ListenerSecurity]:
         out.append(ListenerSecurity(listener, tls, mechanisms, int(view.get("connections.max.reauth.ms") or 0),
                                     int(security.get("sasl_max_receive") or SASL_MAX_RECEIVE)))
     return out
+
+
+def inter_broker_tls(security: dict[str, Any]) -> tuple[str, ssl.SSLContext | None]:
+    """(inter-broker listener name, the TLS context to connect to it with, None when it is not TLS)."""
+    name = security.get("inter_broker") or security["listeners"][0]["name"]
+    listener = next(Listener.from_dict(d) for d in security["listeners"] if d["name"] == name)
+    return name, client_context(name, security["views"][name]) if listener.tls else None
