@@ -9,8 +9,9 @@ and pause reading around ``loop.sendfile``; owning the socket keeps reading
 Requests are handled concurrently, but their responses are written strictly in
 arrival order, as Kafka clients require. A malformed or oversized frame closes
 only this connection. What a client can make the gateway hold is bounded (see
-``limits.py``): frames grow as their bytes arrive, and the bytes of all requests
-in flight count against one broker-wide pool.
+``limits.py``): frames grow as their bytes arrive, only bytes that arrived count
+against one broker-wide pool, and ``last_active`` / ``opened`` let the gateway
+close connections that sit idle or never log in (``deadlines.py``).
 """
 from __future__ import annotations
 
@@ -107,9 +108,9 @@ class Connection:
     """Reads frames, hands them to ``dispatch``, writes the answers in order.
 
     Memory a client can make it hold is bounded: a frame's bytes are kept only as
-    they arrive (a header claiming 2 GB allocates nothing), every frame's claimed
-    size is reserved in the gateway's :class:`RequestMemoryPool` first, and an idle
-    connection owns no read buffer (all read into the pool's shared scratch).
+    they arrive (a header claiming 2 GB allocates nothing), they count in the
+    gateway's :class:`RequestMemoryPool` as they arrive (a claim reserves nothing),
+    and an idle connection owns no read buffer (all read into the pool's shared scratch).
     """
 
     def __init__(self, sock: socket.socket, peer: Any, dispatch: Dispatch, max_frame: int,
@@ -131,23 +132,30 @@ class Connection:
         self._dispatch = dispatch
         self._on_close = on_close
         self._pool = pool if pool is not None else RequestMemoryPool()
-        self._stash = b""  # bytes read but not parsed: a partial header, or frames waiting for the pool
-        self._stash_reserved = 0
+        self._stash = b""  # at most 3 bytes of a frame header read but not parsed
         self._frame: bytearray | None = None  # frame being received, grown as its bytes arrive
         self._frame_size = 0
         self._pending: deque[tuple[Any, int]] = deque()  # (awaitable of chunks, reserved bytes)
         self._reading = False
         self._finishing = False  # the last response is out: no more requests are read
         self._pending_full = False
+        self._sending = False  # an answer is being written (already off ``_pending``)
         self._pool_wait = False
         self._wake: asyncio.Future | None = None
         self.closed = False
         self.requests = 0
+        #: loop time of the accept and of the last byte read or written (connections.max.idle.ms)
+        self.opened = self.last_active = self.loop.time()
         # per-connection state for handlers (e.g. ordering of produce appends)
         self.state: dict[str, Any] = {}
         self._writer = self.loop.create_task(self._write_loop())
         if not self.tls:
             self._update_reading()
+
+    @property
+    def in_flight(self) -> bool:
+        """A request of this connection is being handled or its answer is being written."""
+        return bool(self._pending) or self._sending
 
     # ------------------------------------------------------------------ TLS
     async def _handshake(self) -> None:
@@ -214,6 +222,7 @@ class Connection:
                 if self._stash:
                     return self.close("peer closed the connection mid-frame")
                 return self.close(None)
+            self.last_active = self.loop.time()
             data: Any = memoryview(scratch)[:n]
             if self._stash:  # at most 3 bytes of a header here
                 data, self._stash = self._stash + bytes(data), b""
@@ -228,36 +237,41 @@ class Connection:
     def _fill_frame(self) -> None:
         frame = self._frame
         assert frame is not None
+        if not self._pool.has_room():
+            return self._wait_for_pool()
         scratch = self._pool.scratch
         n = self.sock.recv_into(scratch, min(self._frame_size - len(frame), len(scratch)))
         if n == 0:
             return self.close("peer closed the connection mid-frame")
+        self.last_active = self.loop.time()
+        self._pool.arrived(n)
         frame += memoryview(scratch)[:n]
         if len(frame) == self._frame_size:
             self._frame = None
+            self._pool.completed(self._frame_size)
             self._submit(memoryview(frame), self._frame_size)
 
     def _parse(self, data: Any) -> None:
-        """Split ``data`` into frames; keep what does not yet form one."""
+        """Split ``data`` into frames; keep what does not yet form one.
+
+        Every byte read is counted in the pool as it is kept (read means held: the
+        pool may go past its capacity by one read), a frame's claimed size never is.
+        """
         pos, end = 0, len(data)
         while not self.closed and end - pos >= 4:
             (size,) = _I32.unpack_from(data, pos)
             if size < 0 or size > self.max_frame:
                 raise FrameError(f"frame size {size} is outside 0..{self.max_frame} (socket.request.max.bytes)")
-            if not self._pool.try_reserve(size):
-                # queued.max.request.bytes reached: hold what was read, stop reading until answers go out
-                self._stash = bytes(data[pos:end])
-                self._stash_reserved = len(self._stash)
-                self._pool.force(self._stash_reserved)
-                return self._wait_for_pool()
             begin = pos + 4
             if end - begin >= size:
                 frame = bytes(data[begin:begin + size])
                 pos = begin + size
+                self._pool.force(size)
                 self._submit(memoryview(frame), size)
                 continue
             self._frame = bytearray(data[begin:end])
             self._frame_size = size
+            self._pool.arrived(end - begin)
             return
         if pos < end and not self.closed:
             self._stash = bytes(data[pos:end])
@@ -275,15 +289,6 @@ class Connection:
         if self.closed or not self._pool_wait:
             return
         self._pool_wait = False
-        stash, reserved = self._stash, self._stash_reserved
-        self._stash, self._stash_reserved = b"", 0
-        if reserved:
-            self._pool.used -= reserved  # handed over to the frames parsed from it below
-        try:
-            if stash:
-                self._parse(stash)
-        except FrameError as e:
-            return self.close(str(e), warn=True)
         self._update_reading()
 
     def _submit(self, frame: memoryview, reserved: int) -> None:
@@ -327,10 +332,13 @@ class Connection:
                 close_after = bool(chunks) and chunks[-1] is CLOSE_AFTER
                 if close_after:
                     chunks = chunks[:-1]
+                self._sending = True
                 try:
                     await self._send(chunks)
                 finally:
+                    self._sending = False
                     release(chunks)
+                self.last_active = self.loop.time()
                 if close_after:
                     await self._finish()
                     self.close("closed after its response, as the protocol asks (failed authentication)")
@@ -488,7 +496,8 @@ class Connection:
             pass
         if not self._writer.done() and asyncio.current_task() is not self._writer:
             self._writer.cancel()
-        held = self._stash_reserved + (self._frame_size if self._frame is not None else 0)
+        partial = len(self._frame) if self._frame is not None else 0
+        held = partial
         for result, nbytes in self._pending:
             held += nbytes
             if isinstance(result, asyncio.Future):
@@ -497,10 +506,10 @@ class Connection:
                 release(result)
         self._pending.clear()
         self._frame = None
-        self._stash, self._stash_reserved = b"", 0
+        self._stash = b""
         if self._pool_wait:
             self._pool.forget(self._pool_ready)
-        self._pool.release(held)
+        self._pool.release(held, partial)
         try:
             self.sock.close()
         except OSError:

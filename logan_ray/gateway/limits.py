@@ -5,12 +5,17 @@ Kafka's names and meanings:
 - ``queued.max.request.bytes``: bytes of requests read but not yet answered. Kafka
   defaults to -1 (unbounded) and relies on muting each connection until its
   response is sent; the gateway pipelines requests per connection, so it needs a
-  real cap: :data:`QUEUED_MAX_REQUEST_BYTES` (128 MiB) by default, -1 for none. A
-  frame's whole claimed size is reserved when its 4-byte header is read (as
-  Kafka's memory pool does), so a frame that was admitted can always complete;
-  when the pool is full, connections stop reading their sockets (back-pressure,
-  nothing is dropped) and resume in arrival order as answers go out. A frame
-  larger than the whole pool is admitted only when nothing else is in flight.
+  real cap: :data:`QUEUED_MAX_REQUEST_BYTES` (128 MiB) by default, -1 for none.
+  Only bytes that arrived are counted, never a frame's claimed size: Kafka reserves
+  the claim when the 4-byte header is read, which let 300 unauthenticated peers that
+  each announce 512 KiB and send nothing fill the pool and stall every client
+  (issue 36). When the pool is full, connections stop reading their sockets
+  (back-pressure, nothing is dropped) and resume in arrival order as answers go
+  out. Frames still arriving can fill the pool with nothing in flight to free it;
+  then (:meth:`RequestMemoryPool.stalled`) every connection may read on, so one of
+  them completes a frame and the pool drains again. Each such frame is bounded by
+  ``socket.request.max.bytes`` (``sasl.server.max.receive.size`` before login) and
+  its connection by the idle and login deadlines (``deadlines.py``).
 - ``max.connections`` (default Int.MaxValue): at the limit the gateway stops
   accepting; new clients wait in the listen backlog until a connection closes.
 - ``max.connections.per.ip`` (default Int.MaxValue) and
@@ -36,11 +41,17 @@ RECV_SIZE = 256 * 1024
 
 
 class RequestMemoryPool:
-    """Counts request bytes in flight against ``queued.max.request.bytes``; wakes waiting readers."""
+    """Counts request bytes held against ``queued.max.request.bytes``; wakes waiting readers.
+
+    ``used`` is every byte held: frames still arriving (``partial``) and requests read
+    but not yet answered. Only answers free bytes, so when all of ``used`` is partial
+    frames nothing would ever wake a waiting reader: :meth:`has_room` says yes then.
+    """
 
     def __init__(self, capacity: int = QUEUED_MAX_REQUEST_BYTES) -> None:
         self.capacity = capacity if capacity is not None and capacity >= 0 else -1
         self.used = 0
+        self.partial = 0  # bytes of frames whose last byte has not arrived yet
         self.peak = 0
         self.waits = 0  # how often a connection had to stop reading for memory
         self._waiters: deque[Callable[[], None]] = deque()
@@ -51,25 +62,34 @@ class RequestMemoryPool:
     def bounded(self) -> bool:
         return self.capacity >= 0
 
-    def has_room(self) -> bool:
-        return not self.bounded or self.used < self.capacity
+    def stalled(self) -> bool:
+        """Full of frames still arriving, with no request in flight whose answer would free room."""
+        return self.used > 0 and self.partial >= self.used
 
-    def try_reserve(self, n: int) -> bool:
-        if self.bounded and self.used > 0 and self.used + n > self.capacity:
-            return False
-        self._take(n)
-        return True
+    def has_room(self) -> bool:
+        return not self.bounded or self.used < self.capacity or self.stalled()
 
     def force(self, n: int) -> None:
-        """Account bytes already held (read before the pool filled up)."""
+        """Count ``n`` bytes of complete frames (read; held until their request is answered)."""
         self._take(n)
+
+    def arrived(self, n: int) -> None:
+        """Count ``n`` bytes of a frame whose end has not arrived yet."""
+        self.partial += n
+        self._take(n)
+
+    def completed(self, n: int) -> None:
+        """A frame of ``n`` bytes (all counted by :meth:`arrived`) is whole: it is a request in flight now."""
+        self.partial -= n
 
     def _take(self, n: int) -> None:
         self.used += n
         if self.used > self.peak:
             self.peak = self.used
 
-    def release(self, n: int) -> None:
+    def release(self, n: int, partial: int = 0) -> None:
+        """Free ``n`` bytes, ``partial`` of them from a frame that will never complete (its peer left)."""
+        self.partial -= partial
         if n <= 0:
             return
         self.used -= n

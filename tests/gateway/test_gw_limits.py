@@ -93,10 +93,11 @@ def test_frame_header_claiming_2_gb_allocates_nothing_and_closes_only_that_conne
             bad = socket.create_connection(good.sock.getpeername(), timeout=10)
             bad.sendall(struct.pack(">i", 2**31 - 1) + b"\x00\x12\x00\x03")
             time.sleep(0.3)
-            # the claim is reserved in the pool's accounting, but no buffer of that size exists
+            # neither the pool's accounting nor a buffer holds the claim: only the 4 bytes that arrived
             conn = next(c for c in on_loop(loop, lambda: list(gw.connections)) if c._frame is not None)
             assert conn._frame_size == 2**31 - 1
             assert len(conn._frame) < 1 << 20
+            assert on_loop(loop, lambda: gw.pool.used) == len(conn._frame) == 4
             bad.close()  # peer goes away mid-frame: the reservation is returned
             deadline = time.time() + 5
             while on_loop(loop, lambda: gw.pool.used) and time.time() < deadline:
@@ -213,11 +214,19 @@ def test_quota_and_pool_rules():
     with pytest.raises(ValueError):
         parse_overrides("no-count")
     pool = RequestMemoryPool(100)
-    assert pool.try_reserve(500)  # alone: a frame larger than the pool still gets through
-    assert not pool.try_reserve(1)
+    pool.force(150)  # a whole request in flight, over the pool
+    assert not pool.has_room()
+    pool.arrived(50)  # and part of a frame
     woken = []
     pool.wait(lambda: woken.append(1))
-    pool.release(500)
-    assert woken == [1] and pool.used == 0
+    pool.release(150)  # answered: only the frame still arriving is held
+    assert woken == [1] and pool.used == 50 and pool.has_room()
+    pool.arrived(60)  # full of frames still arriving, nothing in flight to free room: readers go on
+    assert pool.used == 110 and pool.stalled() and pool.has_room()
+    pool.completed(110)  # the frame is whole: a request in flight, which will free room
+    assert not pool.stalled() and not pool.has_room()
+    pool.release(110)
+    assert pool.used == 0 and pool.partial == 0
     unbounded = RequestMemoryPool(-1)
-    assert unbounded.try_reserve(10**12) and unbounded.try_reserve(10**12)
+    unbounded.force(10**12)
+    assert unbounded.has_room()
