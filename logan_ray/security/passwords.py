@@ -7,6 +7,12 @@ login happens once per Kafka connection, but HTTP sends the password with every
 request: :class:`PasswordCache` remembers successful checks for a short time, in a
 bounded table, and forgets all of them as soon as any credential changes (the
 router's ``scram_version``), so a changed or deleted password stops working at once.
+
+The PBKDF2 never runs on the caller's event loop (:func:`matches_off_loop`): one
+check costs up to two 16,384-iteration PBKDF2s, and on the gateway's loop every
+other client would wait for it. It runs on a small pool of its own, so a flood of
+logins queues there instead of filling the loop's default executor, which storage
+work shares; hashlib releases the GIL while it hashes.
 """
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ import hmac
 import os
 import time
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable
 
 from . import scram
@@ -23,6 +30,9 @@ from . import scram
 Lookup = Callable[[str, str], Awaitable["dict[str, Any] | None"]]
 #: Stronger first: a user with both credentials is checked against SCRAM-SHA-512 first.
 ORDER = ("SCRAM-SHA-512", "SCRAM-SHA-256")
+#: Threads hashing passwords: two, so checks overlap on a multi-core node but never take every core.
+HASH_THREADS = 2
+_hashers: ThreadPoolExecutor | None = None
 
 
 async def stored_credentials(lookup: Lookup, user: str) -> list[tuple[str, dict[str, Any]]]:
@@ -38,6 +48,16 @@ async def stored_credentials(lookup: Lookup, user: str) -> list[tuple[str, dict[
 def matches(credentials: list[tuple[str, dict[str, Any]]], password: str) -> bool:
     """Does ``password`` produce any of these credentials? (CPU-bound: PBKDF2 per credential tried)."""
     return any(scram.check_password(mechanism, cred, password) for mechanism, cred in credentials)
+
+
+async def matches_off_loop(credentials: list[tuple[str, dict[str, Any]]], password: str) -> bool:
+    """:func:`matches` on the password-hashing threads, so the calling event loop keeps serving."""
+    global _hashers
+    if not credentials:
+        return False
+    if _hashers is None:
+        _hashers = ThreadPoolExecutor(HASH_THREADS, thread_name_prefix="pbkdf2")
+    return await asyncio.get_running_loop().run_in_executor(_hashers, matches, credentials, password)
 
 
 class PasswordCache:
@@ -85,7 +105,7 @@ class PasswordCache:
         self.misses += 1
         version = self._seen_version
         creds = await stored_credentials(self._lookup, user)
-        if not creds or not await asyncio.to_thread(matches, creds, password):
+        if not creds or not await matches_off_loop(creds, password):
             return False
         if version == self._seen_version:  # not verified against credentials that changed meanwhile
             self._entries[key] = now

@@ -3,7 +3,8 @@
 Each server takes the client's tokens one at a time (``step``) and answers the
 server's; credentials come from an async ``lookup(user, scram_mechanism)`` (the
 router's durable SCRAM store), so nothing here knows about sockets or Ray. PLAIN is
-checked against the same salted SCRAM credentials: passwords are never stored.
+checked against the same salted SCRAM credentials: passwords are never stored, and
+its PBKDF2 runs off the event loop (passwords.matches_off_loop).
 Any failure raises :class:`SaslFailed` with the message Kafka's broker sends.
 """
 from __future__ import annotations
@@ -14,7 +15,7 @@ import secrets
 from typing import Any, Awaitable, Callable
 
 from . import scram
-from .passwords import matches, stored_credentials
+from .passwords import matches_off_loop, stored_credentials
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -49,7 +50,7 @@ class PlainServer:
         if authzid and authzid != user:
             raise SaslFailed("Authentication failed: Client requested an authorization id that is different "
                              "from username")
-        if matches(await stored_credentials(lookup, user), password):
+        if await matches_off_loop(await stored_credentials(lookup, user), password):
             self.done, self.user = True, user
             return b""
         raise SaslFailed("Authentication failed: Invalid username or password")
