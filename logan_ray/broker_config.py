@@ -196,6 +196,18 @@ _SETTINGS: dict[str, _Setting] = {
     "max.connections.per.ip": _Setting(_int_range(0, INT_MAX), str(INT_MAX), "connections per client address"),
     "max.connections.per.ip.overrides": _Setting(_string, "", "host:count,... exceptions to the above"),
     "connections.max.reauth.ms": _Setting(_int_range(0, LONG_MAX), "0", "SASL session lifetime (KIP-368)"),
+    "connections.max.idle.ms": _Setting(_int_range(-1, LONG_MAX), "600000",
+                                        "a connection with no request in flight and no traffic this long is "
+                                        "closed (-1: never)"),
+    # logan-ray's own pre-authentication bounds (docs/security.md, "Before login")
+    "connections.max.unauthenticated.ms": _Setting(_int_range(-1, LONG_MAX), "10000",
+                                                   "a SASL listener's connection not logged in this long after "
+                                                   "it was accepted is closed (-1: never)"),
+    "max.failed.authentications.per.ip": _Setting(_int_range(-1, INT_MAX), "100",
+                                                  "failed logins from one address within the window below, after "
+                                                  "which its logins fail at once (-1: no limit)"),
+    "failed.authentications.per.ip.window.ms": _Setting(_int_range(1, LONG_MAX), "60000",
+                                                        "window of max.failed.authentications.per.ip"),
     # TLS
     "ssl.keystore.type": _Setting(_pem_only, "PEM", "PEM: ssl.keystore.location holds key and certificate chain"),
     "ssl.keystore.location": _Setting(_string, None, "PEM file with the private key and certificate chain"),
@@ -241,6 +253,8 @@ KAFKA_TYPES: dict[str, int | None] = {
     "listeners": STRING, "advertised.listeners": STRING, "listener.security.protocol.map": STRING,
     "socket.request.max.bytes": INT, "queued.max.request.bytes": LONG, "max.connections": INT,
     "max.connections.per.ip": INT, "max.connections.per.ip.overrides": STRING, "connections.max.reauth.ms": LONG,
+    "connections.max.idle.ms": LONG, "connections.max.unauthenticated.ms": LONG,  # the second is logan-ray's own
+    "max.failed.authentications.per.ip": INT, "failed.authentications.per.ip.window.ms": LONG,  # logan-ray's own
     "ssl.keystore.type": STRING, "ssl.keystore.location": STRING, "ssl.keystore.password": PASSWORD,
     "ssl.key.password": PASSWORD, "ssl.truststore.type": STRING, "ssl.truststore.location": STRING,
     "ssl.truststore.password": PASSWORD, "ssl.client.auth": STRING, "ssl.enabled.protocols": LIST,

@@ -26,9 +26,15 @@ from logan_ray.protocol import (
 
 from logan_ray.security.client_host import client_host
 from logan_ray.security.current import set_other_listener
+from logan_ray.security.login_budget import (
+    FAILED_AUTHENTICATIONS_WINDOW_MS,
+    MAX_FAILED_AUTHENTICATIONS_PER_IP,
+    FailedLoginBudget,
+)
 
 from .cluster import Cluster
 from .connection import CLOSE_AFTER, Connection, FrameError
+from .deadlines import CONNECTIONS_MAX_IDLE_MS, CONNECTIONS_MAX_UNAUTHENTICATED_MS, Deadlines
 from .handler import Handler, HandlerTable
 from .limits import (
     MAX_CONNECTIONS,
@@ -73,6 +79,21 @@ def _frame_summary(frame: memoryview) -> str:
     return f"{len(frame)} bytes, api key {api_key} v{api_version}"
 
 
+def _setting(given: int | None, broker_configs: list[dict[str, Any]], name: str, default: int) -> int:
+    """A bound given as an argument, else as the broker described it (its DescribeConfigs entry), else ``default``.
+
+    The broker hands every gateway its settings' DescribeConfigs entries; reading the
+    pre-authentication bounds there keeps them configurable like the others without
+    a new argument to carry through every way a gateway is started.
+    """
+    if given is not None:
+        return int(given)
+    for entry in broker_configs:
+        if entry.get("name") == name and entry.get("value") not in (None, ""):
+            return int(entry["value"])
+    return default
+
+
 class Gateway:
     """Serves the Kafka protocol for the partitions of one node (a :class:`.handler.GatewayContext` to its handlers)."""
 
@@ -81,6 +102,10 @@ class Gateway:
                  queued_max_request_bytes: int = QUEUED_MAX_REQUEST_BYTES,
                  max_connections: int = MAX_CONNECTIONS, max_connections_per_ip: int = MAX_CONNECTIONS_PER_IP,
                  max_connections_per_ip_overrides: Any = None,
+                 connections_max_idle_ms: int | None = None,
+                 connections_max_unauthenticated_ms: int | None = None,
+                 max_failed_authentications_per_ip: int | None = None,
+                 failed_authentications_per_ip_window_ms: int | None = None,
                  broker_configs: list[dict[str, Any]] | None = None) -> None:
         self.cluster = Cluster(router, node_id, cluster_id)
         #: DescribeConfigs entries of the broker's Kafka-named settings (broker_config.describe_entries)
@@ -89,6 +114,17 @@ class Gateway:
         self.max_frame_bytes = max_frame_bytes
         self.pool = RequestMemoryPool(queued_max_request_bytes)
         self.quotas = ConnectionQuotas(max_connections, max_connections_per_ip, max_connections_per_ip_overrides)
+        described = self.broker_configs
+        self.deadlines = Deadlines(
+            _setting(connections_max_idle_ms, described, "connections.max.idle.ms", CONNECTIONS_MAX_IDLE_MS),
+            _setting(connections_max_unauthenticated_ms, described, "connections.max.unauthenticated.ms",
+                     CONNECTIONS_MAX_UNAUTHENTICATED_MS))
+        #: failed SASL logins per client address, shared by every listener of this gateway
+        self.login_budget = FailedLoginBudget(
+            _setting(max_failed_authentications_per_ip, described, "max.failed.authentications.per.ip",
+                     MAX_FAILED_AUTHENTICATIONS_PER_IP),
+            _setting(failed_authentications_per_ip_window_ms, described, "failed.authentications.per.ip.window.ms",
+                     FAILED_AUTHENTICATIONS_WINDOW_MS))
         self.connections: set[Connection] = set()
         self.group_coordinator: Any = None  # the coordinator actor's handle, looked up by the groups handlers
         self.group_coordinator_node: str | None = None
@@ -133,6 +169,7 @@ class Gateway:
         if self._accepting:  # a new listener joins the ones being watched
             self._loop.add_reader(sock.fileno(), functools.partial(self._on_accept, sock.fileno()))
         self._listeners[sock.fileno()] = (sock, security)
+        self.deadlines.start(lambda: self.connections)
         soft, _ = raise_open_files_limit()
         log.info("gateway: open files limit %d", soft)
         self._update_accepting()
@@ -187,7 +224,7 @@ class Gateway:
                 if security is None:
                     conn = Connection(sock, peer, self.dispatch, self.max_frame_bytes, self._closed, self.pool)
                 else:
-                    session = security.new_session()
+                    session = security.new_session(ip, self.login_budget)
                     frame_limit = self.max_frame_bytes
                     if session.needs_sasl:  # sasl.server.max.receive.size until authenticated
                         frame_limit = min(frame_limit, security.max_receive)
@@ -208,6 +245,7 @@ class Gateway:
             self._update_accepting()
 
     def close(self) -> None:
+        self.deadlines.stop()
         if self._listeners and self._loop is not None:
             if self._accepting:
                 for fd in self._listeners:
@@ -291,4 +329,5 @@ class Gateway:
                 "pid": os.getpid(), "queued_request_bytes": self.pool.used,
                 "queued_request_bytes_peak": self.pool.peak, "queued_max_request_bytes": self.pool.capacity,
                 "memory_waits": self.pool.waits, "accept_errors": self.accept_errors, **self.quotas.stats(),
+                **self.deadlines.stats(), "refused_logins": self.login_budget.refused,
                 **self.cluster.channel_stats()}

@@ -5,7 +5,9 @@ one :class:`Session` per connection (principal, SASL progress, KIP-368 expiry).
 The gateway asks ``Session.refusal(api_key)`` before it runs any request: on a
 SASL listener only ApiVersions, SaslHandshake and SaslAuthenticate are accepted
 until authentication succeeds, as Kafka's SaslServerAuthenticator does; anything
-else closes that connection.
+else closes that connection. A session created with a client address and a
+:class:`~.login_budget.FailedLoginBudget` runs each SASL exchange within that
+address's budget of failed logins.
 """
 from __future__ import annotations
 
@@ -31,8 +33,9 @@ class ListenerSecurity:
     max_receive: int = SASL_MAX_RECEIVE
     failed_auth_delay_ms: int = 100  # connection.failed.authentication.delay.ms
 
-    def new_session(self) -> "Session":
-        return Session(self)
+    def new_session(self, host: str | None = None, budget: Any = None) -> "Session":
+        """A session for a client at ``host``; ``budget`` (FailedLoginBudget) bounds its failed logins."""
+        return Session(self, host=host, budget=budget)
 
 
 @dataclass
@@ -41,13 +44,26 @@ class Session:
     principal: str = ANONYMOUS
     authenticated: bool = False
     mechanism: str | None = None
-    server: Any = None  # the SASL server of an exchange in progress
     expires_at: float | None = None
     logins: int = 0
+    host: str | None = None  # the client's address, as per-address limits see it
+    budget: Any = None  # the gateway's FailedLoginBudget, shared by its connections
+    _server: Any = None
     _t0: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
         self.authenticated = not self.security.listener.sasl
+
+    @property
+    def server(self) -> Any:
+        """The SASL server of an exchange in progress (None between exchanges)."""
+        return self._server
+
+    @server.setter
+    def server(self, server: Any) -> None:
+        if server is not None and self.budget is not None and self.host is not None:
+            server = self.budget.guard(server, self.host)
+        self._server = server
 
     @property
     def needs_sasl(self) -> bool:
