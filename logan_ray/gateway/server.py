@@ -219,6 +219,12 @@ class Gateway:
                             "connections (max.connections.per.ip)", ip, self.quotas.limit_for(ip))
                 sock.close()
                 continue
+            if security is not None and security.listener.sasl and self.login_budget.wait_s(ip) > 0:
+                # out of failed-login budget: its login would fail anyway; closing now costs no handshake
+                self.quotas.release(ip)
+                self.login_budget.refuse(ip)
+                sock.close()
+                continue
             self.accepted += 1
             try:
                 if security is None:

@@ -8,9 +8,10 @@ just opens more). Kafka has no per-address budget; this adds one:
 
 - ``max.failed.authentications.per.ip`` (default 100; -1 for none): after that many
   failed logins from one address within
-- ``failed.authentications.per.ip.window.ms`` (default 60000), every further login
-  from that address fails at once, without a credential lookup or PBKDF2, until its
-  oldest counted failure is older than the window.
+- ``failed.authentications.per.ip.window.ms`` (default 60000), every new connection
+  from that address to a SASL listener is closed at once (no handshake, one log line
+  a window), and a login already under way fails without a credential lookup or
+  PBKDF2, until its oldest counted failure is older than the window.
 
 Why 100 a minute: a client retrying a wrong password with its reconnect backoff
 (librdkafka's grows to 10 s) fails a few times a minute and so never locks out its
@@ -23,11 +24,14 @@ forgotten first), so a spread of addresses cannot grow the table without bound.
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict, deque
 from typing import Any, Awaitable, Callable
 
 from .sasl import SaslFailed
+
+log = logging.getLogger("logan_ray.gateway")
 
 MAX_FAILED_AUTHENTICATIONS_PER_IP = 100
 FAILED_AUTHENTICATIONS_WINDOW_MS = 60_000
@@ -45,7 +49,8 @@ class FailedLoginBudget:
         self.max_addresses = max_addresses
         self._clock = clock
         self._failures: OrderedDict[str, deque[float]] = OrderedDict()
-        self.refused = 0  # logins failed at once because their address was out of budget
+        self.refused = 0  # logins failed, or connections closed, at once because their address was out of budget
+        self._logged: dict[str, float] = {}  # host -> when its refusal was last logged
 
     @property
     def enabled(self) -> bool:
@@ -59,6 +64,17 @@ class FailedLoginBudget:
         if self.max_failures == 0:
             return self.window_s
         return max(0.0, times[0] + self.window_s - self._clock())
+
+    def refuse(self, host: str) -> None:
+        """Count a connection of ``host`` closed at once for being out of budget (logged once a window)."""
+        self.refused += 1
+        now = self._clock()
+        if now - self._logged.get(host, -self.window_s) >= self.window_s:
+            self._logged[host] = now
+            log.warning("gateway: closing new SASL connections from %s for %.0f s: too many failed "
+                        "authentications (max.failed.authentications.per.ip)", host, self.wait_s(host))
+            while len(self._logged) > self.max_addresses:
+                self._logged.pop(next(iter(self._logged)))
 
     def failed(self, host: str) -> None:
         """Count one failed login from ``host``."""

@@ -242,16 +242,23 @@ def test_logins_from_an_address_out_of_failed_login_budget_fail_at_once_without_
 
     monkeypatch.setattr(scram, "check_password", counting)
     with sasl_gateway(max_failed_authentications_per_ip=3) as (gw, addr):
-        for _ in range(3):
+        def wrong_login() -> None:
             with connect(addr) as s:
                 r = plain_login(s, "guess")
                 assert r["error_code"] == 58 and "Invalid username or password" in r["error_message"]
-        before = len(hashed)
-        with connect(addr) as s:
-            r = plain_login(s, "pw")  # even the right password: the address is out of budget
+
+        wrong_login()
+        wrong_login()
+        with connect(addr) as early:  # a login under way when the budget runs out
+            assert call(early, SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}, corr=90)["error_code"] == 0
+            wrong_login()
+            before = len(hashed)
+            with connect(addr) as s:  # even with the right password: the address is out of budget
+                assert closed(s, timeout=5)  # closed at accept, before any handshake
+            r = call(early, SASL_AUTHENTICATE, 2, {"auth_bytes": b"\0alice\0pw"}, corr=91)
             assert r["error_code"] == 58 and "too many failed authentications" in r["error_message"]
-        assert len(hashed) == before  # refused before any PBKDF2
-        assert gw.login_budget.refused == 1
+        assert len(hashed) == before  # both refused before any PBKDF2
+        assert gw.login_budget.refused == 2
         with connect(addr, source="127.0.0.2") as s:  # another address keeps its own budget
             assert plain_login(s, "pw")["error_code"] == 0
 
