@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import argparse
 
-import ray
-
-from ._ray import get
 from .cli_common import connect, ray_only
 from .errors import LoganError
 
@@ -50,6 +47,10 @@ def resolve_node(spec: str, alive: list[str]) -> str:
 
 
 def cmd_node(args: argparse.Namespace) -> int:
+    import ray  # here, not at the top: every command imports this module, and Ray takes a second to import
+
+    from ._ray import get
+
     ray_only(args, f"node {args.node_cmd}")
     c = connect(args)
     node = resolve_node(args.node, [n["NodeID"] for n in ray.nodes() if n.get("Alive")])
@@ -67,6 +68,8 @@ def cmd_node(args: argparse.Namespace) -> int:
 
 
 def cmd_leaders(args: argparse.Namespace) -> int:
+    from ._ray import get
+
     ray_only(args, "leaders elect")
     if args.partition is not None and args.topic is None:
         raise ValueError("--partition needs --topic (the partition of which topic?)")

@@ -13,9 +13,16 @@ import getpass
 import sys
 from typing import Any
 
-from ._ray import get
 from .errors import LoganError
 from .security import scram
+
+
+def get(ref: Any) -> Any:
+    """logan_ray._ray.get, imported at the first call: every command imports this module, and Ray
+    takes a second to import (``logan-ray start`` takes its signals before that)."""
+    from ._ray import get as ray_get
+
+    return ray_get(ref)
 
 
 def add_users_parser(sub: Any) -> argparse.ArgumentParser:
