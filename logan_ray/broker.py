@@ -3,17 +3,17 @@
 The foreground process owns the embedded Ray runtime (or attaches to a cluster),
 creates the router (which re-creates partitions from disk), and publishes where
 it can be reached in its runtime file (``<data-dir>/broker.json`` and a per-user
-copy, see logan_ray.runtime_file) so other processes (CLI, apps) find it. On
-SIGTERM/SIGINT it flushes and closes every partition, so the next start skips
-recovery.
+copy, see logan_ray.runtime_file) so other processes (CLI, apps) find it: first as
+starting, before Ray, then each time it can serve more, always before it listens
+for it. On SIGTERM/SIGINT, at any moment of start-up too (logan_ray.stop_signals), it
+flushes and closes every partition, so the next start skips recovery, and stops
+every process it started.
 """
 from __future__ import annotations
 
 import logging
 import os
-import signal
 import time
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -23,7 +23,9 @@ from . import client as _client
 from . import runtime_file
 from ._ray import get
 from .errors import LoganError
-from .storage.file_modes import close_dir
+from . import ray_notices
+from .stop_signals import StopSignals
+from .storage.file_modes import close_dir, private_opener
 
 if TYPE_CHECKING:
     from .broker_config import BrokerSettings
@@ -108,12 +110,16 @@ class Broker:
     http_running: bool = False
     endpoints: dict[str, Any] = field(default_factory=dict)
     _gateway_args: tuple = field(default=((), {"security": None}), repr=False)  # start_gateways' arguments
+    _log_handler: logging.Handler | None = field(default=None, repr=False)
 
     @property
     def broker_file(self) -> str:
         return os.path.join(self.options.data_dir, _client.BROKER_FILE)
 
-    def start(self) -> dict[str, Any]:
+    def start(self, signals: StopSignals | None = None) -> dict[str, Any]:
+        """Start everything and return the endpoints. With ``signals``, a stop requested meanwhile
+        raises StopRequested between steps (the caller then calls ``stop``, which undoes them)."""
+        checkpoint = signals.raise_if_requested if signals is not None else (lambda: None)
         o = self.options
         settings = o.resolve()  # unknown or bad settings fail before anything starts
         security = None
@@ -126,11 +132,21 @@ class Broker:
         # whose Ray was started by hand.
         os.umask(0o077)
         close_dir(o.data_dir)  # 0700, also a data dir an older version left open
+        checkpoint()  # a signal that came while Python and Ray were importing
         existing = _client.read_broker_file(o.data_dir)
         if existing is not None and existing.get("pid") != os.getpid():
             raise AlreadyRunningError(
                 f"a logan-ray broker (pid {existing.get('pid')}) already serves {o.data_dir}; stop it first")
+        self._log_handler = _log_ray_notices(o.data_dir)
+        # Announced before anything listens: a command started now waits for the Ray address below
+        # instead of finding no broker, and a second broker on this data dir is refused.
+        self.endpoints = {"pid": os.getpid(), "data_dir": o.data_dir, "state": runtime_file.STARTING}
+        runtime_file.publish(self.endpoints)
+        checkpoint()
         self.owns_ray = _client.init_ray(o.address, o.data_dir)
+        if signals is not None:
+            signals.install()  # again: Ray's core worker took SIGINT's C handler over (SIGTERM is kept from it)
+        checkpoint()
         self.router = _client.ensure_router(o.data_dir, auto_create_topics=settings.get("auto.create.topics.enable"),
                                             num_partitions=settings.get("num.partitions"),
                                             default_replication_factor=settings.get("default.replication.factor"),
@@ -153,12 +169,9 @@ class Broker:
         from logan_ray.actors.group_coordinator import ensure_group_coordinator
 
         ensure_group_coordinator()  # replays committed offsets before clients arrive
-        self.endpoints = {
-            "pid": os.getpid(),
-            "data_dir": o.data_dir,
-            "ray_address": ray.get_runtime_context().gcs_address,
-            "dashboard": _client.dashboard_url(),
-        }
+        self.endpoints.update(ray_address=ray.get_runtime_context().gcs_address, dashboard=_client.dashboard_url())
+        runtime_file.publish(self.endpoints)  # commands attach through Ray from now on
+        checkpoint()
         if o.gateway:
             from .gateway import start_gateways
 
@@ -174,6 +187,8 @@ class Broker:
             args, kwargs = self._gateway_args
             self.gateways = start_gateways(*args, **kwargs)
             self._publish_gateways()
+            runtime_file.publish(self.endpoints)
+            checkpoint()
         from .http import parse_http_setting
 
         http = parse_http_setting(o.http)
@@ -187,6 +202,8 @@ class Broker:
             self.endpoints["http"] = start_http(http, http_sec)
             if http_sec is not None and http_sec.authenticate:
                 self.endpoints["http_auth"] = "basic"  # HTTP Basic with the Kafka SCRAM users
+            checkpoint()
+        self.endpoints["state"] = runtime_file.READY
         runtime_file.publish(self.endpoints)
         return self.endpoints
 
@@ -218,6 +235,10 @@ class Broker:
             log.warning("logan-ray: could not give every node a gateway yet: %s", e)
 
     def stop(self) -> None:
+        # What Ray reports while its actors are torn down (Serve's controller killed under a retried
+        # call...) is expected: into broker.log with the other notices, not onto the terminal.
+        if ray.is_initialized():
+            ray_notices.divert(ray_notices.every_notice)
         try:
             if self.http_running:
                 from .http import stop_http
@@ -239,6 +260,23 @@ class Broker:
             runtime_file.withdraw(self.options.data_dir, os.getpid())
             if self.owns_ray:
                 ray.shutdown()
+                self.owns_ray = False
+            if self._log_handler is not None:
+                ray_notices.log.removeHandler(self._log_handler)
+                self._log_handler.close()
+                self._log_handler = None
+
+
+def _log_ray_notices(data_dir: str) -> logging.Handler:
+    """Ray's notices kept off the terminal (logan_ray.ray_notices) go to ``<data-dir>/broker.log``
+    (0600: it names clients), also in the foreground, whose terminal is not a log."""
+    stream = open(os.path.join(data_dir, "broker.log"), "a", opener=private_opener)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    ray_notices.log.addHandler(handler)
+    ray_notices.log.setLevel(logging.INFO)
+    ray_notices.log.propagate = False  # no second copy through the root logger (the terminal)
+    return handler
 
 
 def _listener_endpoints(nodes: list[str]) -> dict[str, str]:
@@ -254,26 +292,34 @@ def _listener_endpoints(nodes: list[str]) -> dict[str, str]:
     return {name: ",".join(eps) for name, eps in out.items()}
 
 
-def run_foreground(options: BrokerOptions, on_ready: Callable[[dict[str, Any]], None] | None = None) -> None:
-    """Start, report endpoints, block until SIGTERM/SIGINT, then shut down cleanly.
+def run_foreground(options: BrokerOptions, on_ready: Callable[[dict[str, Any]], None] | None = None,
+                   signals: StopSignals | None = None) -> int:
+    """Start, report endpoints, block until SIGTERM/SIGINT, then shut down cleanly; returns the
+    exit status (``StopSignals.exit_status``).
 
-    Signal handlers go in after Ray starts: Ray's core worker installs its own
-    SIGTERM handler, which would otherwise kill the process without a clean shutdown.
+    ``signals``: handlers the caller installed already (as early as it could, before
+    importing Ray), else installed here. A signal during start-up stops the start at
+    its next step and shuts down what it had started.
     """
-    stop = threading.Event()
+    if signals is None:
+        signals = StopSignals().install()
+    signals.keep_from_ray()
     broker = Broker(options)
-    previous: dict[int, Any] = {}
     try:
-        endpoints = broker.start()
-        previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            endpoints = broker.start(signals)
+        except KeyboardInterrupt:  # StopRequested, or Ray's wait interrupted by a second signal
+            if not signals.requested:
+                raise
+            return signals.exit_status
         if on_ready is not None:
             on_ready(endpoints)
         synced = time.monotonic()
-        while not stop.wait(1.0):
+        while not signals.wait(1.0):
             if time.monotonic() - synced >= GATEWAY_SYNC_S:
                 broker.sync_gateways()  # a node that joined gets its gateway
                 synced = time.monotonic()
+        return signals.exit_status
     finally:
         broker.stop()
-        for s, h in previous.items():
-            signal.signal(s, h)
+        signals.restore()

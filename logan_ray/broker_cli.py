@@ -81,6 +81,11 @@ def _refuse_taken_ports(opts: Any, http: Any) -> None:
 
 def cmd_start(args: argparse.Namespace) -> int:
     ray_only(args, "start")
+    signals = None
+    if args.foreground:  # before Ray's import (seconds): a signal from now on stops the broker cleanly
+        from .stop_signals import StopSignals
+
+        signals = StopSignals().install()
     from .broker import BrokerOptions, run_foreground
 
     config = _broker_config(args)
@@ -106,9 +111,9 @@ def cmd_start(args: argparse.Namespace) -> int:
             _print_endpoints(ep)
             print("logan-ray is running; Ctrl-C or SIGTERM stops it.", flush=True)
 
-        run_foreground(opts, on_ready=ready)
+        status = run_foreground(opts, on_ready=ready, signals=signals)
         print("logan-ray stopped cleanly.", flush=True)
-        return 0
+        return status
     # Background: run the foreground broker as a detached process and wait for its broker file.
     info = runtime_file.read(runtime_file.data_dir_path(args.data_dir))
     if info is not None:
@@ -145,7 +150,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         info = runtime_file.read(runtime_file.data_dir_path(args.data_dir))
-        if info is not None and info.get("pid") == proc.pid:
+        if info is not None and info.get("pid") == proc.pid and runtime_file.is_ready(info):
             _print_endpoints(info)
             print(f"logan-ray started in the background (pid {proc.pid}, log {log_path}).")
             return 0

@@ -53,7 +53,14 @@ def connect(args: argparse.Namespace):  # -> KafkaBackend | Client (imported laz
                            os.environ)
         return KafkaBackend(args.bootstrap_server, conf)
     from . import client as _client
+    from . import runtime_file
+    from .errors import NotRunningError
 
+    if args.address is None:  # a broker that is starting: wait for it here, outside the watchdog's time
+        lookup = runtime_file.await_reachable(args.data_dir, on_wait=lambda found: err_line(
+            runtime_file.waiting_message(found)))
+        if lookup.info is not None and not runtime_file.reachable(lookup.info):
+            raise NotRunningError(runtime_file.still_starting_message(lookup))
     divert_ray_broadcasts()
     target = args.address or (args.data_dir and f"data dir {args.data_dir}") or "the running broker"
     with watchdog(ATTACH_TIMEOUT_S, f"no answer from logan-ray at {target} within {ATTACH_TIMEOUT_S:.0f} s; "
@@ -66,27 +73,12 @@ def divert_ray_broadcasts() -> None:
 
     Ray prints cluster-wide notices (the raylet's "N worker processes have been started",
     which a broker with many partition actors triggers) to the stdout of every attached
-    driver; in a CLI that would land in pipes and scripts. They go to logging instead.
-    Ray offers no switch for this, so its printer is wrapped (private API, checked by the
-    README test).
+    driver; in a CLI that would land in pipes and scripts. All of them go to logging
+    instead (logan_ray.ray_notices; the README test checks the output).
     """
-    import logging
+    from .ray_notices import divert, every_notice
 
-    import ray._private.worker as ray_worker
-
-    printer = ray_worker.print_to_stdstream
-    if getattr(printer, "_logan_ray_diverted", False):
-        return
-
-    def divert(data: dict, ignore_prefix: bool) -> None:
-        if data.get("pid") == "raylet":
-            for line in data.get("lines", ()):
-                logging.getLogger("logan_ray.cli").info("ray: %s", line)
-            return
-        printer(data, ignore_prefix)
-
-    divert._logan_ray_diverted = True  # type: ignore[attr-defined]
-    ray_worker.print_to_stdstream = divert
+    divert(every_notice)
 
 
 def ray_only(args: argparse.Namespace, what: str) -> None:
@@ -100,6 +92,11 @@ def err(msg: str) -> None:
     print(f"logan-ray: error: {msg}", file=sys.stderr)
 
 
+def err_line(line: str) -> None:
+    """A line about the command's progress, on stderr: stdout is its output."""
+    print(line, file=sys.stderr, flush=True)
+
+
 def human(n: int) -> str:
     """A byte count for people (KiB, MiB...)."""
     for unit in ("B", "KiB", "MiB", "GiB"):
@@ -109,4 +106,5 @@ def human(n: int) -> str:
     return f"{n:.1f} TiB"
 
 
-__all__ = ["ATTACH_TIMEOUT_S", "parse_configs", "watchdog", "connect", "divert_ray_broadcasts", "ray_only", "err", "human"]
+__all__ = ["ATTACH_TIMEOUT_S", "parse_configs", "watchdog", "connect", "divert_ray_broadcasts", "ray_only", "err",
+           "err_line", "human"]

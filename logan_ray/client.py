@@ -20,6 +20,7 @@ from . import runtime_file
 from .actors.topic_names import is_internal
 from ._ray import NAMESPACE, get
 from .errors import NotRunningError, PartitionHibernatedError, UnknownTopicError
+from .ray_notices import divert as divert_worker_pool_notices
 from .ray_token import protect_token
 from .storage.file_modes import close_dir
 
@@ -113,11 +114,18 @@ def init_ray(address: str | None = None, data_dir: str | None = None, *, embedde
     NotRunningError (with what it tried) when no broker is found.
     """
     global _context
+    divert_worker_pool_notices()  # also for a Ray the application started itself: logan-ray's actors cause them
     if ray.is_initialized():
         return False
     lookup = None
     if address is None:
-        lookup = runtime_file.find(data_dir)
+        # A broker that is starting has no Ray address yet: wait for it rather than start another.
+        lookup = runtime_file.await_reachable(data_dir, on_wait=lambda found: log.warning(
+            runtime_file.waiting_message(found)))
+        if lookup.info is not None and lookup.info.get("pid") == os.getpid():
+            lookup.info = None  # this process is the broker, starting: it starts Ray below
+        elif lookup.info is not None and not runtime_file.reachable(lookup.info):
+            raise NotRunningError(runtime_file.still_starting_message(lookup))
         if lookup.info is not None:
             address = lookup.info["ray_address"]
     if address is None and os.environ.get("RAY_ADDRESS"):

@@ -8,19 +8,31 @@ without being told its data dir. A clean stop removes both. A file whose
 process is gone (or whose pid now belongs to another process) is stale: it is
 reported and ignored, never trusted.
 
+The broker writes the file as soon as it starts, before it listens anywhere, and
+again as it comes up: first with ``state: starting`` and no Ray address, then with
+the Ray address once its router answers (Ray commands work from then on), then with
+its Kafka gateways, and ``state: ready`` last. A command that finds a broker still
+without its Ray address waits for it (``await_reachable``, bounded, saying so), so
+nothing that listens is ever ahead of the file.
+
 Pure Python, no Ray: the CLI reads it before deciding whether to import Ray.
 """
 from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from logan_ray.storage.atomic import atomic_write
 from logan_ray.storage.file_modes import close_dir
 
 FILE_NAME = "broker.json"
+STARTING, READY = "starting", "ready"
+#: How long a command waits for a starting broker's Ray address: Ray's start and the router's
+#: recovery of every partition take tens of seconds on a small, busy machine.
+STARTUP_WAIT_S = 60.0
 
 
 def default_data_dir() -> str:
@@ -80,6 +92,11 @@ class Lookup:
     tried: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
 
+    @property
+    def path(self) -> str | None:
+        """The file ``info`` came from (the last place looked at)."""
+        return self.tried[-1] if self.info is not None and self.tried else None
+
 
 def read(path: str, lookup: Lookup | None = None) -> dict[str, Any] | None:
     """The broker info in ``path`` if that broker process is alive; stale files are noted in ``lookup``."""
@@ -118,6 +135,51 @@ def find(data_dir: str | None = None) -> Lookup:
         if lookup.info is not None:
             break
     return lookup
+
+
+def is_ready(info: dict[str, Any]) -> bool:
+    """Whether the broker has started everything it serves (files of older brokers have no state: ready)."""
+    return info.get("state", READY) == READY
+
+
+def reachable(info: dict[str, Any]) -> bool:
+    """Whether commands can attach: the broker published its Ray address, which it does once its router answers."""
+    return bool(info.get("ray_address"))
+
+
+def await_reachable(data_dir: str | None = None, timeout: float = STARTUP_WAIT_S,
+                    on_wait: Callable[[Lookup], None] | None = None) -> Lookup:
+    """``find(data_dir)``, waiting up to ``timeout`` seconds while the broker found is starting
+    and has no Ray address yet; ``on_wait`` is called once if it waits. A broker that is gone
+    meanwhile gives an empty lookup; one still starting at the deadline is returned as found
+    (``reachable`` says no: see ``still_starting_message``). A broker never waits for itself:
+    the file of this very process is returned at once."""
+    def starting(info: dict[str, Any] | None) -> bool:
+        return info is not None and not reachable(info) and info.get("pid") != os.getpid()
+
+    lookup = find(data_dir)
+    deadline = time.monotonic() + timeout
+    said = False
+    while starting(lookup.info) and time.monotonic() < deadline:
+        if not said and on_wait is not None:
+            on_wait(lookup)
+            said = True
+        time.sleep(0.2)
+        lookup = find(data_dir)
+    return lookup
+
+
+def waiting_message(lookup: Lookup, timeout: float = STARTUP_WAIT_S) -> str:
+    """The line a command prints while it waits for a starting broker."""
+    pid = lookup.info.get("pid") if lookup.info else None
+    return f"logan-ray: the broker (pid {pid}) at {lookup.path} is starting; waiting for it (up to {timeout:.0f} s)"
+
+
+def still_starting_message(lookup: Lookup, timeout: float = STARTUP_WAIT_S) -> str:
+    pid = lookup.info.get("pid") if lookup.info else None
+    log = os.path.join(lookup.info.get("data_dir", "?"), "broker.log") if lookup.info else "its log"
+    return (f"the broker (pid {pid}) at {lookup.path} is still starting after {timeout:.0f} s; "
+            f"try again later, or see its terminal or {log}")
 
 
 def not_found_message(lookup: Lookup) -> str:

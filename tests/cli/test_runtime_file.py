@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -86,3 +87,44 @@ def test_a_zombie_is_not_a_running_broker(home):
     assert os.path.exists(f"/proc/{p.pid}")  # still there as a zombie until reaped
     p.wait()
     assert runtime_file.process_alive(os.getpid())
+
+
+@pytest.fixture
+def other_process():
+    """A live process that is not this one, to stand for a broker."""
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    yield p.pid
+    p.kill()
+    p.wait()
+
+
+def test_a_command_waits_for_a_starting_broker_until_it_publishes_its_ray_address(home, other_process):
+    data_dir = home / "d"
+    data_dir.mkdir()
+    starting = {"pid": other_process, "data_dir": str(data_dir), "state": runtime_file.STARTING}
+    runtime_file.publish(starting)
+    threading.Timer(0.5, runtime_file.publish, [{**starting, "ray_address": "127.0.0.1:6379"}]).start()
+    said = []
+    lookup = runtime_file.await_reachable(str(data_dir), timeout=30, on_wait=said.append)
+    assert lookup.info["ray_address"] == "127.0.0.1:6379" and not runtime_file.is_ready(lookup.info)
+    assert len(said) == 1 and "is starting; waiting for it" in runtime_file.waiting_message(said[0])
+
+
+def test_a_broker_still_starting_at_the_deadline_is_reported_as_such(home, other_process):
+    data_dir = home / "d"
+    data_dir.mkdir()
+    runtime_file.publish({"pid": other_process, "data_dir": str(data_dir), "state": runtime_file.STARTING})
+    t0 = time.monotonic()
+    lookup = runtime_file.await_reachable(str(data_dir), timeout=0.5)
+    assert 0.5 <= time.monotonic() - t0 < 5 and not runtime_file.reachable(lookup.info)
+    assert runtime_file.still_starting_message(lookup, 0.5).startswith(
+        f"the broker (pid {other_process}) at {data_dir / 'broker.json'} is still starting after 0 s")
+
+
+def test_a_starting_broker_does_not_wait_for_its_own_file(home):
+    data_dir = home / "d"
+    data_dir.mkdir()
+    runtime_file.publish({"pid": os.getpid(), "data_dir": str(data_dir), "state": runtime_file.STARTING})
+    t0 = time.monotonic()
+    assert runtime_file.await_reachable(str(data_dir), timeout=30).info["pid"] == os.getpid()
+    assert time.monotonic() - t0 < 1
