@@ -40,7 +40,8 @@ import time
 import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# This file is named http.py: drop its folder from the path, or `import http.client` (httpx) would find it.
+# A script's folder comes first on sys.path, and bench/ holds modules named like libraries (kafka.py is
+# kafka-python's package name): drop it, and import bench's modules as bench.*.
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
 sys.path.insert(0, os.path.dirname(HERE))
 
