@@ -17,6 +17,10 @@ the lease is what makes fencing safe without the zombie's cooperation:
 
 A node that heartbeats again after being fenced gets a new broker epoch (Kafka's
 re-registration): everything its gateway knew under the old one (routes, a lease) is void.
+A node Ray declares dead is different: Ray's health check fails when the raylet stops,
+while the node's gateway and partition actors may still run and reach the router. Its
+heartbeats are refused from then on (it never registers again under that node id), and
+what it leads is replaced only once its last lease has surely run out.
 Pure bookkeeping: no Ray, no I/O, so the rules are tested as such (tests/actors/test_broker_lease.py).
 """
 from __future__ import annotations
@@ -35,6 +39,10 @@ def lease_ms(session_timeout_ms: int, heartbeat_interval_ms: int) -> int:
         raise ValueError(f"broker.session.timeout.ms ({session_timeout_ms}) must be above "
                          f"broker.heartbeat.interval.ms ({heartbeat_interval_ms}) > 0")
     return session_timeout_ms - heartbeat_interval_ms
+
+
+class NodeDeclaredDeadError(Exception):
+    """A heartbeat from a node Ray declared dead: refused, so its gateway's lease runs out."""
 
 
 class BrokerLease:
@@ -75,6 +83,9 @@ class BrokerSessions:
         self._last: dict[str, float] = {}  # node -> when its last heartbeat arrived
         self._epoch: dict[str, int] = {}  # node -> its broker epoch
         self._fenced: set[str] = set()
+        #: nodes Ray declared dead -> when (monotonic) their last lease has surely run out
+        self._dead: dict[str, float] = {}
+        self._dead_reported: set[str] = set()
         # above any epoch a previous router handed out (a restarted router must not repeat one)
         self._next_epoch = time.time_ns() // 1000
 
@@ -85,6 +96,9 @@ class BrokerSessions:
         otherwise the epoch stays (Ray retrying the call gets the same answer).
         """
         now = time.monotonic() if now is None else now
+        if node in self._dead:
+            raise NodeDeclaredDeadError(f"node {node[:8]} was declared dead by Ray: it leads nothing and gets no "
+                                        "lease under this node id (its machine rejoins as a new Ray node)")
         if node not in self._epoch or node in self._fenced:
             self._fenced.discard(node)
             self._epoch[node] = self._next_epoch
@@ -93,11 +107,35 @@ class BrokerSessions:
         return self._epoch[node]
 
     def lapse(self, now: float | None = None) -> list[str]:
-        """Fence every node whose session lapsed; returns the nodes fenced by this call."""
+        """Fence every node whose session lapsed; returns the nodes fenced by this call, and the dead nodes
+        whose last lease ran out since the last call (their partitions may be replaced now)."""
         now = time.monotonic() if now is None else now
         out = [n for n, at in self._last.items() if n not in self._fenced and now - at >= self.session_timeout_s]
         self._fenced.update(out)
-        return out
+        ran_out = [n for n, at in self._dead.items() if n not in self._dead_reported and now >= at]
+        self._dead_reported.update(ran_out)
+        return out + ran_out
+
+    def declare_dead(self, node: str, now: float | None = None) -> None:
+        """Ray declared ``node`` dead. Its gateway may still run (only the raylet stopped) and hold a lease
+        from its last answered heartbeat: that lease runs out at most ``session_timeout_s`` after the
+        heartbeat arrived (it is shorter than the session and counted from before it was sent)."""
+        if node in self._dead:
+            return
+        now = time.monotonic() if now is None else now
+        last = self._last.get(node)
+        self._dead[node] = now if last is None or node in self._fenced else max(now, last + self.session_timeout_s)
+        self._last.pop(node, None)
+        self._epoch.pop(node, None)
+        self._fenced.discard(node)
+
+    def replaceable(self, node: str, now: float | None = None) -> bool:
+        """May another node take over the partitions ``node`` leads? When it is fenced, or dead in Ray's
+        view and its last lease has run out."""
+        if node in self._fenced:
+            return True
+        until = self._dead.get(node)
+        return until is not None and (time.monotonic() if now is None else now) >= until
 
     def fenced(self, node: str) -> bool:
         """Fenced: it had a session and let it lapse. A node that never heartbeated (no gateway) is

@@ -33,7 +33,8 @@ def _now_ms() -> int:
 class LeaderReplication:
     def __init__(self, name: str, router: Any, topic: str, partition: int, leader: str, replicas: list[str],
                  isr: list[str], *, log_start: int, log_end: Callable[[], int], epoch: int,
-                 lag_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS, directory: str | None = None) -> None:
+                 lag_max_ms: int = DEFAULT_REPLICA_LAG_TIME_MAX_MS, directory: str | None = None,
+                 isr_version: int = 0) -> None:
         self.name = name
         self._log_end = log_end
         self._router = router
@@ -46,6 +47,7 @@ class LeaderReplication:
         self._saved_hw = saved
         self.states = FollowerStates(leader, replicas, isr or [leader], high_watermark=start_hw,
                                      epoch_start_offset=log_end(), now_ms=_now_ms(), lag_max_ms=lag_max_ms)
+        self._isr_version = isr_version  # the controller's version of the ISR held here (alter_isr's CAS)
         self._moved = asyncio.Event()
         self._altering = False
         self._task: asyncio.Task | None = None
@@ -109,12 +111,26 @@ class LeaderReplication:
                 return
             await self._moved.wait()
 
-    def reassigned(self, epoch: int, replicas: list[str], isr: list[str]) -> None:
+    def reassigned(self, epoch: int, replicas: list[str], isr: list[str], isr_version: int | None = None) -> None:
         """The controller changed the replica set (a reassignment) in ``epoch``: adopt it (ISR changes are
         asked in that epoch from now on)."""
         self._epoch = epoch
+        if isr_version is not None:
+            self._isr_version = isr_version
         self.states.set_replicas(replicas, isr, self._log_end(), _now_ms())
         self._wake()
+
+    def isr_changed(self, isr: list[str], isr_version: int) -> bool:
+        """The controller changed the ISR in this epoch (a dead or fenced follower left it): adopt it
+        unless this leader already holds as new a version. True when adopted."""
+        if isr_version <= self._isr_version:
+            return False
+        before = self.states.isr
+        self._isr_version = isr_version
+        self.states.set_isr(isr, self._log_end())
+        log.info("%s: ISR %s -> %s (by the controller, version %d)", self.name, before, isr, isr_version)
+        self._wake()  # acks=all waiters look again: the HW may pass now, or the ISR be below the minimum
+        return True
 
     def _wake(self) -> None:
         self._moved.set()
@@ -125,10 +141,17 @@ class LeaderReplication:
             return
         self._altering = True
         try:
-            stored = await self._router.alter_isr.remote(self._topic, self._partition, self._epoch, isr)
+            answer = await self._router.alter_isr.remote(self._topic, self._partition, self._epoch, isr,
+                                                         self._isr_version)
             before = self.states.isr
-            self.states.set_isr(stored, self._log_end())
-            log.info("%s: ISR %s -> %s", self.name, before, stored)
+            if answer["isr_version"] >= self._isr_version:  # a refused change still brings the stored state
+                self._isr_version = answer["isr_version"]
+                self.states.set_isr(answer["isr"], self._log_end())
+            if answer["accepted"]:
+                log.info("%s: ISR %s -> %s", self.name, before, answer["isr"])
+            else:
+                log.info("%s: ISR change to %s refused (%s); the controller's is %s", self.name, isr,
+                         answer.get("reason"), answer["isr"])
             self._wake()
         except Exception as e:  # the controller refused (a newer leader exists) or is away: keep the old ISR
             log.warning("%s: ISR change to %s not made: %s", self.name, isr, e)

@@ -332,7 +332,8 @@ class PartitionActor:
         self._resigned = False
         self._publish_board()
 
-    async def reassigned(self, leader_epoch: int, replicas: list[str], isr: list[str]) -> int:
+    async def reassigned(self, leader_epoch: int, replicas: list[str], isr: list[str],
+                         isr_version: int | None = None) -> int:
         """The controller changed this partition's replica set (a reassignment, actors/router_reassign.py)
         and saved it in ``leader_epoch``: lead on in that epoch (it starts at this log's end, durably,
         before anything else is written in it) with those followers and that ISR. An epoch not newer than
@@ -348,9 +349,10 @@ class PartitionActor:
         self._isr_size = len(isr) or 1
         if self._replication is None:
             if len(replicas) >= 2:
-                self._replication = self._leader_replication({"replicas": replicas, "isr": isr})
+                self._replication = self._leader_replication({"replicas": replicas, "isr": isr,
+                                                              "isr_version": isr_version or 0})
         else:
-            self._replication.reassigned(leader_epoch, replicas, isr)  # wakes acks=all waiters
+            self._replication.reassigned(leader_epoch, replicas, isr, isr_version)  # wakes acks=all waiters
             if len(replicas) < 2:  # they see the leader alone: their records are replicated
                 self._replication.stop()
                 self._replication = None
@@ -358,6 +360,15 @@ class PartitionActor:
         log.info("partition %s-%d: replicas %s, ISR %s, leader epoch %d", self.topic, self.partition,
                  [r[:8] for r in replicas], [r[:8] for r in isr], leader_epoch)
         return self._leader_epoch
+
+    async def isr_changed(self, leader_epoch: int, isr: list[str], isr_version: int) -> bool:
+        """The controller changed the ISR in this leader's epoch (a dead or fenced follower left it at
+        once, router_leaders._drop_gone_from_isrs); another epoch's change is not this leader's."""
+        if leader_epoch != self._leader_epoch or self._replication is None:
+            return False
+        adopted = self._replication.isr_changed(isr, isr_version)
+        self._isr_size = self._replication.isr_size
+        return adopted
 
     def _leader_replication(self, opened: dict[str, Any]) -> LeaderReplication | None:
         """The follower bookkeeping of a replicated partition; None with one replica (HW = log end)."""
@@ -369,7 +380,7 @@ class PartitionActor:
                                log_start=self._log.log_start_offset, log_end=lambda: self._log.log_end_offset,
                                epoch=self._leader_epoch,
                                lag_max_ms=self._lag_max_ms,
-                               directory=self._log.directory)
+                               directory=self._log.directory, isr_version=opened.get("isr_version", 0))
         return lr
 
     def _high_watermark(self) -> int:

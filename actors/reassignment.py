@@ -214,3 +214,29 @@ def _even_out(targets: dict[tuple[str, int], list[str]], keys: list[tuple[str, i
         for count in (load, total, per_topic[key[0]]):
             count[most] -= 1
             count[low] += 1
+
+
+def grown(partitions: dict[tuple[str, int], list[str]], eligible: list[str], factor: int
+          ) -> dict[tuple[str, int], list[str]]:
+    """Targets that give each partition ``factor`` replicas (at most the ``eligible`` nodes), the new
+    ones on the nodes holding the fewest replicas of these partitions: an internal topic created
+    while few nodes were up reaches its configured replication factor as nodes join (Kafka waits
+    for ``offsets.topic.replication.factor`` brokers before it creates ``__consumer_offsets``; a
+    one-node logan-ray creates it at once, with fewer copies). Replicas are only added, never moved
+    or removed. Returns only the partitions that change."""
+    want = min(factor, len(eligible))
+    load = {n: 0 for n in eligible}
+    for nodes in partitions.values():
+        for n in nodes:
+            if n in load:
+                load[n] += 1
+    out = {}
+    for key, nodes in sorted(partitions.items()):
+        target = list(nodes)
+        while len([n for n in target if n in load]) < want:
+            new = min((n for n in eligible if n not in target), key=lambda n: (load[n], eligible.index(n)))
+            target.append(new)
+            load[new] += 1
+        if target != nodes:
+            out[key] = target
+    return out

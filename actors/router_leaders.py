@@ -54,30 +54,88 @@ class LeaderControl:
                 await self._save_soon()
             log.info("partition %s-%d: leader epoch %d", topic, partition, epoch)
         return {"config": self._effective(t).to_dict(), "leader_epoch": leader["epoch"],
-                "isr": replica_placement.isr_of(t, partition), "replicas": replica_placement.replicas_of(t, partition),
+                "isr": replica_placement.isr_of(t, partition), "isr_version": leader.get("isr_version", 0),
+                "replicas": replica_placement.replicas_of(t, partition),
                 "replica_lag_time_max_ms": self.replica_lag_time_max_ms,
                 **self._producer_settings(t["placement"][str(partition)]["node_id"])}
 
-    async def alter_isr(self, topic: str, partition: int, leader_epoch: int, isr: list[str]) -> list[str]:
-        """A leader's ISR change (Kafka's AlterPartition), saved before the answer; returns the ISR now stored.
+    async def alter_isr(self, topic: str, partition: int, leader_epoch: int, isr: list[str],
+                        isr_version: int | None = None) -> dict[str, Any]:
+        """A leader's ISR change (Kafka's AlterPartition): a compare-and-set, saved before the answer.
 
-        Only the leader of the current epoch may change it (a zombie of an older epoch gets
-        FencedLeaderEpochError); the ISR must be replicas of the partition, the leader among them.
-        The same change asked again (Ray retrying) is answered the same.
+        Returns ``{"isr", "isr_version", "accepted"}``: the ISR stored now and its version (the
+        partition epoch of KIP-903: it grows with every ISR change that keeps the leader epoch,
+        this one's or the controller's). Refused, with the stored state for the leader to adopt:
+        a change made against another version than the stored one (the leader had not seen a
+        change yet: it would undo it), and one adding a replica whose node is dead or fenced
+        (Kafka's INELIGIBLE_REPLICA, KIP-841). Only the leader of the current epoch may ask (a
+        zombie of an older epoch gets FencedLeaderEpochError), and not while its leadership is
+        being replaced (an election or a move between its reads and its writes). The ISR must be
+        replicas of the partition, the leader among them. The same change asked again (Ray
+        retrying) is answered the same. No ``await`` between the checks and the write.
         """
         t = self._topic(topic)
         rec = self._leader(t, partition)
         if rec["epoch"] != leader_epoch:
             raise FencedLeaderEpochError(f"partition {topic}-{partition}: ISR change from leader epoch "
                                          f"{leader_epoch}, the current epoch is {rec['epoch']}")
+        if (topic, partition) in self._stopping:
+            raise FencedLeaderEpochError(f"partition {topic}-{partition}: its leadership is being replaced; "
+                                         f"no ISR change in epoch {leader_epoch}")
         replicas = replica_placement.replicas_of(t, partition)
         if not isr or isr[0] != replicas[0] or not set(isr) <= set(replicas) or len(set(isr)) != len(isr):
             raise ValueError(f"partition {topic}-{partition}: ISR {isr} is not the leader plus replicas of {replicas}")
-        if rec.get("isr") != isr:
-            rec["isr"] = list(isr)
-            await self._save_soon()
-            log.info("partition %s-%d: ISR %s", topic, partition, isr)
-        return list(rec["isr"])
+        stored = {"isr": replica_placement.isr_of(t, partition), "isr_version": rec.get("isr_version", 0)}
+        if stored["isr"] == list(isr):
+            return {**stored, "accepted": True}
+        if isr_version is not None and isr_version != stored["isr_version"]:
+            return {**stored, "accepted": False, "reason": f"made at ISR version {isr_version}, the stored one is "
+                                                          f"{stored['isr_version']}"}
+        ineligible = [n for n in isr if n not in stored["isr"] and (n not in self._alive or self._sessions.fenced(n))]
+        if ineligible:
+            return {**stored, "accepted": False, "reason": f"ineligible replicas {[n[:8] for n in ineligible]} "
+                                                          f"(dead or fenced)"}
+        rec["isr"] = list(isr)
+        rec["isr_version"] = stored["isr_version"] + 1
+        await self._save_soon()
+        log.info("partition %s-%d: ISR %s (version %d)", topic, partition, [n[:8] for n in isr], rec["isr_version"])
+        return {"isr": list(isr), "isr_version": rec["isr_version"], "accepted": True}
+
+    def _drop_gone_from_isrs(self) -> list[tuple[str, int]]:
+        """A node that is dead or fenced leaves the ISR of every partition it follows, at once (Kafka's
+        controller on a broker's fencing), not after ``replica.lag.time.max.ms`` of each leader: until
+        then every ``acks=all`` write of those partitions waited for it. Partitions it led are for the
+        election. Returns the partitions changed (saved by the caller, then their leaders are told:
+        :meth:`_tell_isr`). The router's lock is held; no ``await``."""
+        changed = []
+        for topic, t in self._meta["topics"].items():
+            for p in range(t["partitions"]):
+                if not replica_placement.replicated(t, p) or (topic, p) in self._stopping:
+                    continue
+                leader = t["placement"][str(p)]["node_id"]
+                if leader not in self._alive or self._sessions.fenced(leader):
+                    continue
+                rec = self._leader(t, p)
+                isr = replica_placement.isr_of(t, p)
+                kept = [n for n in isr if n == leader or (n in self._alive and not self._sessions.fenced(n))]
+                if kept != isr:
+                    rec["isr"] = kept
+                    rec["isr_version"] = rec.get("isr_version", 0) + 1
+                    log.warning("partition %s-%d: ISR %s -> %s (dead or fenced replicas leave it at once)", topic, p,
+                                [n[:8] for n in isr], [n[:8] for n in kept])
+                    changed.append((topic, p))
+        return changed
+
+    def _tell_isr(self, partitions: list[tuple[str, int]]) -> None:
+        """Tell running leaders the ISR the controller saved (an inactive one reads it when it starts; a
+        leader that misses this learns it from its next ISR change, refused as stale)."""
+        for topic, p in partitions:
+            handle = self._handles.get((topic, p))
+            t = self._meta["topics"].get(topic)
+            if handle is None or t is None:
+                continue
+            rec = self._leader(t, p)
+            handle.isr_changed.remote(rec["epoch"], replica_placement.isr_of(t, p), rec.get("isr_version", 0))
 
     async def follower_assignments(self, node_id: str) -> list[dict[str, Any]]:
         """The follower replicas ``node_id`` holds, for its replica fetcher: where each one's leader is.
@@ -104,8 +162,10 @@ class LeaderControl:
         return out
 
     async def _elect_leaders(self) -> list[tuple[str, int]]:
-        """Failover: a new leader for every replicated partition whose leader's node is gone or fenced
-        (its broker session lapsed: ``broker_heartbeat``); returns them.
+        """Failover: a new leader for every replicated partition whose leader's node is fenced (its broker
+        session lapsed: ``broker_heartbeat``) or dead in Ray's view *and past its last lease* (Ray calls a
+        node dead when its raylet stops answering, while its gateway and partition actors may run on and
+        still acknowledge under the lease of their last heartbeat); returns them.
 
         Kafka's clean election (``unclean.leader.election.enable`` false, its default): the new
         leader is the first alive replica of the ISR (which the old leader kept, through
@@ -119,23 +179,55 @@ class LeaderControl:
         remembered as that node's replica: if the node comes back it follows there, truncated by
         leader epoch by its replica fetcher.
         """
-        elected = []
+        due = []
         for topic, t in list(self._meta["topics"].items()):
             for p in range(t["partitions"]):
                 if not replica_placement.replicated(t, p):
                     continue
                 leader = t["placement"][str(p)]["node_id"]
-                if (leader not in self._alive or self._sessions.fenced(leader)) and await self._elect(topic, p, t):
-                    elected.append((topic, p))
+                if leader not in self._alive:
+                    self._sessions.declare_dead(leader)  # (a node without a gateway holds no lease: at once)
+                if self._sessions.replaceable(leader):
+                    due.append((topic, p, t))
+        # all at once: each waits for its own candidate's handover and old actor, never for another's
+        outcomes = await asyncio.gather(*(self._elect(topic, p, t) for topic, p, t in due), return_exceptions=True)
+        elected = []
+        for (topic, p, _t), outcome in zip(due, outcomes):
+            if isinstance(outcome, BaseException):
+                log.error("partition %s-%d: election failed: %r", topic, p, outcome)
+            elif outcome:
+                elected.append((topic, p))
         return elected
 
     async def _elect(self, topic: str, partition: int, t: dict[str, Any], unclean: bool = False) -> bool:
-        """``unclean``: allowed whatever the topic's config says (ElectLeaders UNCLEAN, router_rebalance)."""
+        """``unclean``: allowed whatever the topic's config says (ElectLeaders UNCLEAN, router_rebalance).
+
+        The decision is a compare-and-set: the waits (the candidate's handover, the old leader's
+        end) let the old leader's ``alter_isr`` and a restarted actor's ``open_partition`` run, so
+        after the last wait the ISR and the epoch are read again, with no ``await`` until they are
+        written: a candidate that left the ISR meanwhile is not elected (the election starts over),
+        and the new epoch is above any epoch handed out meanwhile (two leaders never share one).
+        """
+        allow_unclean = unclean
+        for _attempt in range(3):
+            outcome = await self._elect_once(topic, partition, t, allow_unclean)
+            if outcome is not None:
+                return outcome
+        log.warning("partition %s-%d: its ISR kept changing during the election; tried again next round",
+                    topic, partition)
+        return False
+
+    async def _elect_once(self, topic: str, partition: int, t: dict[str, Any], unclean: bool) -> bool | None:
+        """One election (see :meth:`_elect`); None when the ISR changed under it and it must start over."""
         rec = self._leader(t, partition)
         dead = t["placement"][str(partition)]["node_id"]
-        candidates, unclean = replica_placement.election_candidates(
-            replica_placement.replicas_of(t, partition), rec.get("isr") or [], dead, self._electable(),
-            unclean or self._effective(t).unclean_leader_election_enable, self._draining)
+
+        def candidates_now() -> tuple[list[str], bool]:
+            return replica_placement.election_candidates(
+                replica_placement.replicas_of(t, partition), rec.get("isr") or [], dead, self._electable(),
+                unclean or self._effective(t).unclean_leader_election_enable, self._draining)
+
+        candidates, was_unclean = candidates_now()
         for i, new in enumerate(candidates):
             # a candidate that did not answer may still release later at its epoch: the next one gets a
             # higher epoch, so that late release cannot keep it from following the one elected
@@ -151,6 +243,13 @@ class LeaderControl:
             await self._stopped(key)  # hibernating: its old actor goes first
             with self._replacing(key):  # no activation on the old node until the new placement holds
                 await self._kill_old_leader(topic, partition)
+                # the last wait is over: read again what the waits let change, then write, no await between
+                now, was_unclean = candidates_now()
+                if new not in now or t["placement"][str(partition)]["node_id"] != dead:
+                    log.warning("partition %s-%d: %s left the ISR during its election; electing again", topic,
+                                partition, new[:8])
+                    return None
+                epoch = max(epoch, rec["epoch"] + 1)
                 replica_placement.remember_assignment(rec)  # the preferred replica stays the first assigned
                 follower_dirs = rec.setdefault("follower_dirs", {})
                 follower_dirs[dead] = self._dir(topic, partition)  # the old leader follows there if it returns
@@ -159,7 +258,7 @@ class LeaderControl:
                 replicas = rec["replicas"]
                 rec["replicas"] = [r for r in replicas if r["node_id"] == new] + \
                     [r for r in replicas if r["node_id"] != new]
-                rec["isr"] = [new] if unclean else [new] + [n for n in candidates if n != new]
+                rec["isr"] = [new] if was_unclean else [new] + [n for n in now if n != new]
                 rec.update(epoch=epoch, incarnation=None, directory=directory)
                 t["placement"][str(partition)] = {"node_id": new, "node_ip": self._alive[new]}
                 self._offline.pop((topic, partition), None)
@@ -167,7 +266,7 @@ class LeaderControl:
                 getattr(self, "_unelectable", set()).discard((topic, partition))
                 log.warning("partition %s-%d: leader %s is gone; elected %s %s, leader epoch %d, ISR %s",
                             topic, partition, dead[:8], new[:8],
-                            "UNCLEANLY (no in-sync replica alive; acknowledged records may be lost)" if unclean
+                            "UNCLEANLY (no in-sync replica alive; acknowledged records may be lost)" if was_unclean
                             else "from the ISR", epoch, [n[:8] for n in rec["isr"]])
                 return True
         if not getattr(self, "_unelectable", set()) >= {(topic, partition)}:

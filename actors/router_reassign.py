@@ -122,6 +122,38 @@ class PartitionReassignment:
             self._reassigning()
         return out
 
+    async def _grow_internal_topics(self) -> bool:
+        """``__consumer_offsets`` created while fewer nodes were up than ``offsets.topic.replication.factor``
+        gets its missing replicas as nodes join (reassignments adding them; committed offsets then survive
+        the loss of any one host, with cluster.yaml's broker started before its workers). True when any
+        reassignment began. The router's lock is held."""
+        from .group_coordinator import OFFSETS_TOPIC
+
+        t = self._meta["topics"].get(OFFSETS_TOPIC)
+        if t is None:
+            return False
+        eligible = sorted(n for n in self._alive if not self._sessions.fenced(n) and n not in self._draining)
+        factor = min(self.offsets_topic_replication_factor or replica_placement.DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR,
+                     len(eligible))
+        if replica_placement.replication_factor(t) >= factor:
+            return False
+        current = {}
+        for p in range(t["partitions"]):
+            rec = t.get("leaders", {}).get(str(p), {})
+            if reassignment.in_progress(rec):
+                return False  # one growth at a time: the next round looks again once it is done
+            current[(OFFSETS_TOPIC, p)] = replica_placement.replicas_of(t, p)
+        targets = reassignment.grown(current, eligible, factor)
+        for (topic, p), target in sorted(targets.items()):
+            await self._reassign(topic, p, target)
+        t["replication_factor"] = factor
+        await self._save_soon()
+        log.warning("router: %s grows to %d replicas per partition (offsets.topic.replication.factor %d, %d nodes "
+                    "up): %d partitions reassigned", OFFSETS_TOPIC, factor, self.offsets_topic_replication_factor,
+                    len(eligible), len(targets))
+        self._reassigning()
+        return bool(targets)
+
     # ------------------------------------------------------------ controller
     async def _reassign(self, topic: str, partition: int, replicas: list[Any] | None,
                         allow_replication_factor_change: bool = True) -> None:
@@ -182,7 +214,8 @@ class PartitionReassignment:
             return
         try:
             await asyncio.wait_for(handle.reassigned.remote(rec["epoch"], replica_placement.replicas_of(t, partition),
-                                                            replica_placement.isr_of(t, partition)), CALL_TIMEOUT_S)
+                                                            replica_placement.isr_of(t, partition),
+                                                            rec.get("isr_version", 0)), CALL_TIMEOUT_S)
             self._told[key] = rec["epoch"]
         except Exception as e:
             log.warning("partition %s-%d: the leader did not take the new replica set yet: %s", topic, partition, e)

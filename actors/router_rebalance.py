@@ -195,6 +195,16 @@ class LeaderRebalance:
             ray.kill(handle, no_restart=True)
             await _name_released(actor_name(topic, partition))
             steps["old_stopped"] = time.monotonic()
+            # the last wait is over: what it let change is read again, then written with no await between
+            if target not in (rec.get("isr") or ()) or t["placement"][str(partition)]["node_id"] != old:
+                # the old leader dropped the target from the ISR meanwhile: no move. It starts again where
+                # it was, in an epoch above the one the target released its follower log at (so it follows)
+                rec.update(epoch=max(new_epoch, rec["epoch"]), incarnation="moved-not")
+                await self._save_soon()
+                log.warning("partition %s-%d: %s left the ISR during the move; leadership stays on %s", topic,
+                            partition, target[:8], old[:8])
+                return codes.PREFERRED_LEADER_NOT_AVAILABLE
+            new_epoch = max(new_epoch, rec["epoch"] + 1)  # above any epoch a restarted old actor took meanwhile
             replica_placement.remember_assignment(rec)
             replicas = rec["replicas"]
             rec["replicas"] = [r for r in replicas if r["node_id"] == target] + \

@@ -125,7 +125,7 @@ class NodeWatch:
         (a retried call gets the same epoch).
         """
         self._watching()
-        epoch = self._sessions.heartbeat(node_id, broker_epoch)
+        epoch = self._sessions.heartbeat(node_id, broker_epoch)  # NodeDeclaredDeadError for a node Ray declared dead
         if epoch != broker_epoch:
             log.info("router: broker on node %s registered, broker epoch %d", node_id[:8], epoch)
         return epoch
@@ -143,8 +143,8 @@ class NodeWatch:
             try:
                 lapsed = self._sessions.lapse()
                 for node in lapsed:
-                    log.warning("router: broker on node %s fenced: no heartbeat for %d ms", node[:8],
-                                self.broker_session_timeout_ms)
+                    log.warning("router: broker on node %s fenced (no heartbeat for %d ms) or, dead for Ray, past "
+                                "its last lease", node[:8], self.broker_session_timeout_ms)
                 if lapsed or now - polled >= WATCH_INTERVAL_S:
                     polled = now
                     await self._check_nodes()
@@ -163,12 +163,16 @@ class NodeWatch:
         self._refresh_nodes()
         for node in self._sessions.nodes():
             if node not in self._alive:
-                self._sessions.forget(node)  # dead for Ray: this node id never comes back
+                self._sessions.declare_dead(node)  # this node id never comes back; its last lease may still run
         async with self._lock:
             changed = False
             for topic, p in await self._elect_leaders():  # replicated partitions: failover from the ISR
                 changed = True
                 self._spawn(topic, p, self._meta["topics"][topic])
+            shrunk = self._drop_gone_from_isrs()  # and leave the ISR of every partition they followed
+            if shrunk:
+                await self._save_soon()  # durable before any leader acts on it
+                self._tell_isr(shrunk)
             changed |= await self._adopt_returned_replicas()
             for (topic, p) in list(self._handles):
                 place = self._meta["topics"][topic]["placement"][str(p)]
@@ -185,6 +189,7 @@ class NodeWatch:
                     log.info("partition %s-%d is back on node %s", topic, p, t["placement"][str(p)]["node_id"])
             if changed:
                 self._save()
+            await self._grow_internal_topics()  # __consumer_offsets reaches its replication factor as nodes join
             if self._meta["deleting"]:
                 await self._finish_deletions()
 

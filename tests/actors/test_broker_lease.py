@@ -55,3 +55,34 @@ def test_the_session_must_be_longer_than_the_heartbeat_interval():
     assert lease_ms(3000, 500) == 2500
     with pytest.raises(ValueError):
         lease_ms(500, 500)
+
+
+def test_a_node_ray_declared_dead_is_replaced_only_once_its_last_lease_ran_out_and_never_renews():
+    """Ray declares a node dead when its raylet stops; its gateway may run on under its last lease."""
+    import pytest
+
+    from logan_ray.actors.broker_lease import NodeDeclaredDeadError
+
+    sessions = BrokerSessions(session_timeout_ms=3000)
+    lease = BrokerLease(3000, 500)
+    sent = 100.0
+    lease.granted(sent, sessions.heartbeat("n1", -1, now=sent + 0.01))  # arrived 10 ms after it was sent
+    sessions.declare_dead("n1", now=sent + 0.5)
+    with pytest.raises(NodeDeclaredDeadError):  # its gateway's next heartbeat: no renewal
+        sessions.heartbeat("n1", lease.broker_epoch, now=sent + 0.6)
+    for t in (sent + 0.5, sent + 2.0, sent + 3.0):
+        assert not sessions.replaceable("n1", now=t)
+        assert lease.valid(now=t) or t >= sent + lease.lease_s  # the zombie may still acknowledge here
+    assert not lease.valid(now=sent + 3.01) and sessions.replaceable("n1", now=sent + 3.01)
+    assert sessions.lapse(now=sent + 3.02) == ["n1"] and sessions.lapse(now=sent + 4) == []  # reported once
+
+
+def test_a_dead_node_that_never_heartbeated_or_was_fenced_is_replaceable_at_once():
+    sessions = BrokerSessions(session_timeout_ms=3000)
+    sessions.declare_dead("no-gateway", now=10.0)
+    assert sessions.replaceable("no-gateway", now=10.0)
+    sessions.heartbeat("n2", -1, now=0.0)
+    sessions.lapse(now=5.0)  # fenced
+    sessions.declare_dead("n2", now=6.0)
+    assert sessions.replaceable("n2", now=6.0)
+    assert not sessions.replaceable("alive-and-well", now=6.0)

@@ -66,6 +66,10 @@ SCRIPT = textwrap.dedent(
         third = next(n for n in endpoints if n not in (leader, follower))
         bootstrap = ",".join(sorted(endpoints.values()))
         out["isr_full"] = wait_for(lambda: len(describe()["isr"]) == 2)
+        # __consumer_offsets had two copies (two nodes up at its creation): it grows to the configured three
+        out["offsets_grown"] = wait_for(lambda: all(
+            len(p["replicas"]) == 3 and len(p["isr"]) == 3 for p in c.describe_topic("__consumer_offsets")["partitions"]
+        ) and c.list_reassignments() == {}, 90)
 
         acked, acked_solo, errors = [], [], []
         def produce():
@@ -246,6 +250,7 @@ def test_a_partition_moves_to_a_joined_node_while_acks_all_records_flow():
                                                               "rebalance")})
           + f" acked={len(result['acked'])}")
     assert result["isr_full"]
+    assert result["offsets_grown"]  # offsets.topic.replication.factor 3 reached once the third node joined
     assert list(result["alter"].values()) == [None]  # accepted
     target = result["target"]
     listed = list(result["listed"].values())
