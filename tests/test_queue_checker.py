@@ -187,3 +187,15 @@ def test_a_value_sent_twice_is_refused_because_the_analysis_needs_unique_values(
     except ValueError:
         return
     raise AssertionError("a repeated value was accepted")
+
+
+def test_a_consumer_reading_a_log_with_a_duplicate_in_order_reports_the_duplicate_alone():
+    h = History()
+    for v, o in (("p0-a", 0), ("p0-b", 1)):
+        h.send("p0", "k", v, 0)
+    h.ack("p0-a", 0, 0)
+    h.ack("p0-b", 0, 2)  # written at 1 unacknowledged, then again at 2 (a re-sequenced retry)
+    h.poll("c0", [(0, 0, "p0-a"), (0, 1, "p0-b")], generation=1)
+    h.poll("c0", [(0, 2, "p0-b")], generation=1)  # the next offset: no skip, no going back
+    examples = only(check(h), "duplicate")
+    assert examples == [{"partition": 0, "value": "p0-b", "offsets": [1, 2]}]

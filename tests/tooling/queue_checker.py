@@ -23,6 +23,12 @@ Definitions, as Jepsen builds them (a "key" there is a topic-partition here):
   partition from offset 0, these are acknowledged writes that vanished at the log's end).
 * **nonmonotonic-send**: a producer's acknowledged sends to one partition, in the order
   it sent them, whose indexes do not increase.
+
+  For the send and poll orders below, a record's index is the index of the offset it was
+  acknowledged or read at, where Jepsen takes its value's first index: the same when no
+  value is duplicated; with duplicates, Jepsen's choice reports a consumer that reads the
+  second copy as going back and then skipping, although it read the log in order, and
+  the duplicate is already reported as such.
 * **nonmonotonic-poll** / **poll-skip**: one consumer's successive polls of a partition
   within one assignment (a rebalance resets what it may expect, as Jepsen resets on
   subscribe/assign): the first value of a poll must be at the index right after the last
@@ -67,6 +73,8 @@ class Send:
     outcome: str = "pending"  # "ok", "fail" (definitely not written), "info" (indeterminate)
     offset: int | None = None
     error: str | None = None
+    t: float = 0.0  # seconds since the history began, when sent
+    done_t: float | None = None  # and when its outcome came
 
 
 @dataclass
@@ -113,25 +121,28 @@ class History:
         with self._lock:
             if value in self.sends:
                 raise ValueError(f"value {value!r} sent twice: values must be unique")
-            self.sends[value] = Send(producer, key, value, partition, self._next())
+            self.sends[value] = Send(producer, key, value, partition, self._next(), t=time.monotonic() - self.t0)
 
     def ack(self, value: str, partition: int, offset: int) -> None:
         """The broker acknowledged ``value`` at ``offset`` of ``partition``."""
         with self._lock:
             s = self.sends[value]
             s.outcome, s.partition, s.offset = "ok", partition, offset
+            s.done_t = time.monotonic() - self.t0
 
     def fail(self, value: str, error: str = "") -> None:
         """The send definitely did not write (an error the broker gave before writing)."""
         with self._lock:
             s = self.sends[value]
             s.outcome, s.error = "fail", error
+            s.done_t = time.monotonic() - self.t0
 
     def indeterminate(self, value: str, error: str = "") -> None:
         """The send may or may not have written (a timeout, a lost connection)."""
         with self._lock:
             s = self.sends[value]
             s.outcome, s.error = "info", error
+            s.done_t = time.monotonic() - self.t0
 
     def poll(self, consumer: Hashable, records: Iterable[tuple[int, int, str]], generation: Any = None,
              assignment: Iterable[int] | None = None) -> None:
@@ -148,6 +159,20 @@ class History:
         with self._lock:
             if offset >= 0:
                 self.commits.append(Committed(group, partition, offset, self._next(), time.monotonic() - self.t0))
+
+    def dump(self, path: str) -> None:
+        """Write every event as JSON lines (sends, then polls, then commit observations): the evidence
+        behind a report, for reading an anomaly's context."""
+        import json
+        from dataclasses import asdict
+
+        with self._lock, open(path, "w") as f:
+            for kind, events in (("send", self.sends.values()), ("poll", self.polls), ("committed", self.commits)):
+                for e in events:
+                    d = asdict(e)
+                    if kind == "poll" and d["assignment"] is not None:
+                        d["assignment"] = sorted(d["assignment"])
+                    f.write(json.dumps({"kind": kind, **d}, default=str) + "\n")
 
     def counts(self) -> dict[str, int]:
         """How many events of each kind: for the report's header."""
@@ -198,6 +223,7 @@ class _Order:
     by_index: list[str]  # index -> the value at that offset (the smallest, if several)
     first_index: dict[str, int]  # value -> index of its first offset
     last_index: dict[str, int]  # value -> index of its last offset
+    offset_index: dict[int, int]  # offset -> its index
 
 
 def _orders(history: History) -> dict[int, _Order]:
@@ -217,7 +243,8 @@ def _orders(history: History) -> dict[int, _Order]:
             for v in log[o]:
                 first.setdefault(v, i)
                 last[v] = i
-        orders[partition] = _Order(dict(log), [min(log[o]) for o in offsets], first, last)
+        orders[partition] = _Order(dict(log), [min(log[o]) for o in offsets], first, last,
+                                   {o: i for i, o in enumerate(offsets)})
     return orders
 
 
@@ -262,8 +289,8 @@ def _send_order(history: History, orders: dict[int, _Order], report: Report) -> 
             continue
         k = (s.producer, s.partition)
         prev = last.get(k)
-        first_index = orders[s.partition].first_index
-        if prev is not None and first_index[s.value] <= first_index[prev.value]:
+        index = orders[s.partition].offset_index
+        if prev is not None and index[s.offset] <= index[prev.offset]:
             report.add("nonmonotonic-send", {"producer": s.producer, "partition": s.partition,
                                              "values": [prev.value, s.value], "offsets": [prev.offset, s.offset]})
         last[k] = s
@@ -279,8 +306,8 @@ def _poll_order(history: History, orders: dict[int, _Order], report: Report) -> 
             if gen != p.generation or (p.assignment is not None and partition not in p.assignment):
                 del mine[partition]  # a new assignment: the position may legitimately move
         in_poll: dict[int, tuple[int, str]] = {}
-        for partition, _offset, value in p.records:
-            i = orders[partition].first_index[value]
+        for partition, offset, value in p.records:
+            i = orders[partition].offset_index[offset]
             if partition in in_poll:
                 prev_i, prev_v = in_poll[partition]
                 inner = True
