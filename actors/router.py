@@ -261,13 +261,19 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         """Fix where a partition lives; True when its recorded placement changed (save it).
 
         A new partition goes to the node with the fewest of its topic (``_choose_node``); an existing one follows its
-        files only (a restarted node at the same address), never to another machine.
+        files only (a restarted node at the same address), never to another machine; a replicated one never moves
+        here.
         """
         placement = t.setdefault("placement", {})
         place = placement.get(str(partition))
         if place is None:
             placement[str(partition)] = self._choose_node(t)
             return True
+        if replica_placement.replicated(t, partition):
+            # its leader changes by election only, or by its machine's return (_adopt_returned_replicas):
+            # another alive node at the gone leader's address (Ray nodes sharing a host) is not its files,
+            # and starting the partition there would make a second leader in the old epoch
+            return False
         resolved = self._resolve_node(place)
         if resolved is not None and resolved != place:
             placement[str(partition)] = resolved
