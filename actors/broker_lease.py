@@ -68,6 +68,11 @@ class BrokerLease:
         self._until = max(self._until, sent_at + self.lease_s)
         return renewed
 
+    @property
+    def until(self) -> float:
+        """When (monotonic) the lease runs out, for the node's lease board (``lease_board.py``)."""
+        return self._until
+
     def valid(self, broker_epoch: int | None = None, now: float | None = None) -> bool:
         """True while the lease runs (and, given ``broker_epoch``, under that same epoch)."""
         if broker_epoch is not None and broker_epoch != self.broker_epoch:

@@ -27,6 +27,8 @@ import mmap
 import os
 import struct
 
+from .shared_map import create
+
 #: seq (u64), log end, log start, leader epoch (i64 each), usable (u64)
 _FIELDS = struct.Struct("<QqqqQ")
 SIZE = 64
@@ -42,14 +44,7 @@ class BoardWriter:
     """The actor's side: one per channel; only the actor's event loop writes."""
 
     def __init__(self, path: str) -> None:
-        tmp = f"{path}.tmp"
-        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.ftruncate(fd, SIZE)
-            self._map = mmap.mmap(fd, SIZE)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)  # a reader maps a whole board or none
+        self._map = create(path, SIZE)
         self.path = path
         self._seq = 0
 

@@ -33,6 +33,7 @@ from .channel import ChannelServer, serve_channel
 from .group_commit import GroupCommit
 from .isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS
 from .heap_settle import settle_heap
+from .lease_board import LeaseReader
 from .offsets_board import BoardWriter, board_path
 from .leader_replication import LeaderReplication
 from .leader_resign import wait_caught_up
@@ -185,6 +186,8 @@ class PartitionActor:
         self._group_commit = GroupCommit(self._log)
         self._lag_max_ms = opened.get("replica_lag_time_max_ms") or DEFAULT_REPLICA_LAG_TIME_MAX_MS
         self._replication = self._leader_replication(opened)
+        #: this node's broker lease, as its gateway publishes it (only replicated partitions are fenced by it)
+        self._node_lease = LeaseReader(ray.get_runtime_context().get_node_id())
         self._new_data: asyncio.Event | None = None
         self._maintenance_interval_s = maintenance_interval_s
         self._maintenance: asyncio.Task | None = None
@@ -216,6 +219,7 @@ class PartitionActor:
         if self._internal and not internal:
             refuse_internal(self.topic, "append to")
         self._refuse_if_resigned()
+        self._refuse_if_fenced()
         self._start_maintenance()
         started = time.perf_counter()
         located = list(iter_headers(data))
@@ -235,7 +239,15 @@ class PartitionActor:
             self._publish_board()  # a log that went offline is answered by the actor, with its error
             raise
         self._after_append(sum(h.record_count for h in headers), len(data), started)
+        self._refuse_if_fenced()  # the lease ran out during the append (this process was stopped): not acknowledged
         return result
+
+    def _refuse_if_fenced(self) -> None:
+        """A replicated partition acknowledges nothing once its node's broker lease ran out: the controller
+        may have elected another leader by then (``lease_board.py``), whichever way the write came."""
+        if self._replication is not None and self._node_lease.lapsed():
+            raise NotLeaderOrFollowerError(f"partition {self.topic}-{self.partition}: this node's broker lease "
+                                           "with the controller ran out (fenced)")
 
     @in_use
     async def append_durable(self, data: bytes, internal: bool = False) -> tuple[int, int, int]:
@@ -256,6 +268,7 @@ class PartitionActor:
         await self._group_commit.wait(end)
         if self._replication is not None:
             await self._replication.wait_replicated(end, self._log.config.min_insync_replicas)
+            self._refuse_if_fenced()
         return result
 
     async def _check_sequence(self, h: BatchHeader) -> tuple[int, int] | None:

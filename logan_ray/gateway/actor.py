@@ -257,6 +257,7 @@ class GatewayActor:
             self._register_task = None
         if self._heartbeat is not None:
             self._heartbeat.stop()
+            self._heartbeat.board.retire()  # stopped on purpose: the session ends without fencing
             self._heartbeat = None
         if self._fetcher is not None:
             await self._fetcher.stop()

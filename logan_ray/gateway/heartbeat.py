@@ -3,8 +3,9 @@
 Kafka's BrokerLifecycleManager: every ``broker.heartbeat.interval.ms`` the gateway tells
 the router it is alive (``broker_heartbeat``), and each answer extends its lease
 (actors/broker_lease.py): while the lease runs this node may acknowledge writes to
-the replicated partitions it leads; once it lapses (the router unreachable, this node
-stopped or cut off), produce is answered NOT_LEADER_OR_FOLLOWER, as a fenced Kafka
+the replicated partitions it leads (it publishes the lease on the node's lease board, so its
+partition actors refuse writes that do not come through the gateway by it too); once it lapses
+(the router unreachable, this node stopped or cut off), produce is answered NOT_LEADER_OR_FOLLOWER, as a fenced Kafka
 broker does, before the router may elect another leader. An answer with a new broker
 epoch (the router had fenced this node) first drops every route this gateway cached:
 the partitions it led may have other leaders now.
@@ -16,6 +17,7 @@ import time
 from typing import Any, Awaitable, Callable
 
 from logan_ray.actors.broker_lease import BrokerLease
+from logan_ray.actors.lease_board import LeaseWriter
 
 from .periodic import Periodic
 
@@ -34,6 +36,8 @@ class Heartbeat(Periodic):
         #: registers the gateway's addresses again: a new broker epoch may be a new router (one that
         #: replaced a dead one) that knows no gateway yet, and leaves this one out of Metadata until then
         self._on_new_epoch = on_new_epoch
+        #: the lease for this node's partition actors too: they fence Python and Ray Data writes by it
+        self.board = LeaseWriter(node_id)
 
     async def beat(self) -> None:
         """One heartbeat; the lease counts from before it was sent."""
@@ -49,6 +53,7 @@ class Heartbeat(Periodic):
                 except Exception as e:  # the periodic registration tries again
                     log.warning("gateway: registering again failed: %s", e)
         self.lease.granted(sent, epoch)
+        self.board.publish(self.lease.until, epoch)
 
     async def round(self) -> None:
         await self.beat()
