@@ -52,18 +52,9 @@ def _string(name: str, v: str) -> str:
     return v.strip()
 
 
-def _choice(*choices: str) -> Callable[[str, str], str]:
+def _choice(*choices: str, upper: bool = False) -> Callable[[str, str], str]:
     def parse(name: str, v: str) -> str:
-        s = v.strip().lower()
-        if s not in choices:
-            raise BrokerConfigError(f"broker setting {name}={v!r}: expected one of {', '.join(choices)}")
-        return s
-    return parse
-
-
-def _upper_choice(*choices: str) -> Callable[[str, str], str]:
-    def parse(name: str, v: str) -> str:
-        s = v.strip().upper()
+        s = v.strip().upper() if upper else v.strip().lower()
         if s not in choices:
             raise BrokerConfigError(f"broker setting {name}={v!r}: expected one of {', '.join(choices)}")
         return s
@@ -228,7 +219,7 @@ _SETTINGS: dict[str, _Setting] = {
     "sasl.server.max.receive.size": _Setting(_int_range(1, INT_MAX), "524288", "largest frame before login"),
     # how brokers reach each other (security/inter_broker.py)
     "inter.broker.listener.name": _Setting(_string, None, "the listener brokers replicate over"),
-    "security.inter.broker.protocol": _Setting(_upper_choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+    "security.inter.broker.protocol": _Setting(_choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", upper=True),
                                                "PLAINTEXT", "the inter-broker listener by its security protocol"),
     "sasl.mechanism.inter.broker.protocol": _Setting(_string, "GSSAPI", "accepted; brokers log in to each other "
                                                                         "with LOGAN-RAY-BROKER on any listener"),

@@ -6,6 +6,11 @@ with one SIGSTOP of a non-head node for 6 s and one SIGKILL of a non-head node (
 reboots at its address); the consumers read during the faults, a fresh consumer reads every
 partition from offset 0 after them. The run and its checks: tests/tooling/queue_cluster_run.py,
 queue_workload.py, queue_checker.py; the longer run with more faults: bench/jepsen.py.
+
+Duplicates are not asserted here: the runs so far wrote records twice after a failover (a new
+leader answered no acks=all batch for ~30 s, librdkafka timed the messages out, bumped its
+producer epoch and sent them again: docs/jepsen.md, "Findings"). That is an open defect of
+issue 32, reported by bench/jepsen.py, not a flaky test to mark.
 """
 from __future__ import annotations
 
@@ -47,15 +52,3 @@ def test_the_queue_workload_under_a_stopped_and_a_killed_host_loses_no_write_and
     for cls in ("lost-write", "inconsistent-offsets", "nonmonotonic-send", "nonmonotonic-poll", "poll-skip",
                 "int-nonmonotonic-poll", "int-poll-skip", "unseen", "committed-offset-regression"):
         assert r["counts"][cls] == 0, (cls, r["examples"][cls], r["table"])
-
-
-@pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=(
-    "found by this test (docs/jepsen.md, 'Findings'): after the SIGKILL the new leader of a partition "
-    "wrote acks=all batches but answered none for ~30 s; librdkafka timed the messages out "
-    "(message.timeout.ms 30 s), bumped the producer epoch and re-sent the queued ones under new "
-    "sequence numbers, so records written but never acknowledged were written a second time"))
-def test_the_queue_workload_under_a_stopped_and_a_killed_host_writes_no_record_twice(run):
-    r = run
-    _common(r)
-    assert r["counts"]["duplicate"] == 0, (r["examples"]["duplicate"], r["table"])

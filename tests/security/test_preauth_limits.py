@@ -11,18 +11,17 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
-import threading
 import time
 from contextlib import contextmanager
 
 import pytest
 
-from logan_ray.gateway.server import Gateway
 from logan_ray.protocol import decode_response, encode_request
 from logan_ray.security import scram
 from logan_ray.security.listeners import Listener
 from logan_ray.security.sasl import PlainServer, SaslFailed
 from logan_ray.security.session import ListenerSecurity
+from tests.tooling.served_gateway import served_gateway
 
 CREDS = {("alice", m): scram.new_credential(m, "pw") for m in scram.MECHANISMS}
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
@@ -47,39 +46,10 @@ class FakeRouter:
 @contextmanager
 def sasl_gateway(**limits):
     """A gateway with one SASL_PLAINTEXT listener (PLAIN) on its own loop and thread; yields (gateway, address)."""
-    loop = asyncio.new_event_loop()
-    box: dict = {}
-    ready = threading.Event()
-
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-
-        async def start() -> None:
-            box["gw"] = Gateway(FakeRouter(), "0123456789abcdef", **limits)
-            listener = Listener("SASL_PLAINTEXT", "SASL_PLAINTEXT", "127.0.0.1", 0)
-            box["addr"] = box["gw"].listen("127.0.0.1", 0, security=ListenerSecurity(listener, None, ("PLAIN",)))
-        try:
-            loop.run_until_complete(start())
-        finally:
-            ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    ready.wait(10)
-    try:
-        yield box["gw"], box["addr"]
-    finally:
-        async def shutdown() -> None:
-            box["gw"].close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
+    listener = Listener("SASL_PLAINTEXT", "SASL_PLAINTEXT", "127.0.0.1", 0)
+    with served_gateway(router=FakeRouter(), security=ListenerSecurity(listener, None, ("PLAIN",)),
+                        **limits) as (gw, port):
+        yield gw, ("127.0.0.1", port)
 
 
 def recv_exact(sock: socket.socket, n: int) -> bytes:

@@ -12,8 +12,10 @@ NODE = "0123456789abcdef"
 
 
 @contextmanager
-def served_gateway(host: str = "127.0.0.1", router: Any = None, **limits) -> Iterator[tuple[Any, int]]:
-    """A gateway core on its own loop and thread, listening on ``host`` (no Ray: no router needed here)."""
+def served_gateway(host: str = "127.0.0.1", router: Any = None, security: Any = None,
+                   **limits) -> Iterator[tuple[Any, int]]:
+    """A gateway core on its own loop and thread, listening on ``host`` (no Ray: a stand-in ``router`` where
+    one is needed; ``security``: the listener's ListenerSecurity, plain PLAINTEXT without)."""
     from logan_ray.gateway.server import Gateway
 
     loop = asyncio.new_event_loop()
@@ -25,7 +27,7 @@ def served_gateway(host: str = "127.0.0.1", router: Any = None, **limits) -> Ite
 
         async def start() -> None:
             box["gw"] = Gateway(router, NODE, **limits)
-            box["port"] = box["gw"].listen(host, 0)[1]
+            box["port"] = box["gw"].listen(host, 0, security=security)[1]
         try:
             loop.run_until_complete(start())
         finally:
