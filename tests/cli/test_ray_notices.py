@@ -11,7 +11,9 @@ POOL = ("WARNING: 8 PYTHON worker processes have been started on node: abc with 
         "which is 4x the maximum expected startup concurrency (2).")
 
 
-def test_the_worker_pool_notice_is_logged_and_other_notices_still_print(capsys, caplog):
+def test_the_worker_pool_notice_is_logged_and_other_notices_still_print(capsys, caplog, monkeypatch):
+    # only this test's choice of notices (a CLI command run in this process earlier diverts them all)
+    monkeypatch.setattr(ray_notices, "_selectors", [])
     ray_notices.divert()
     with caplog.at_level(logging.INFO, logger="logan_ray.ray"):
         ray_worker.print_to_stdstream({"pid": "raylet", "lines": [POOL, "A worker died."], "is_err": False},
