@@ -20,47 +20,20 @@ from logan_ray.gateway.server import Gateway
 from logan_ray.protocol import encode_request
 from wire_client import Wire
 
+from tests.tooling.served_gateway import gateway_thread
+
 API_VERSIONS = 18
 
 
 @contextmanager
 def local_gateway(**limits):
-    loop = asyncio.new_event_loop()
-    box: dict = {}
-    ready = threading.Event()
+    """A gateway core on its own thread; yields (gateway, "host:port", its loop)."""
+    async def start():
+        gw = Gateway(None, "0123456789abcdef", **limits)
+        return gw, "%s:%d" % gw.listen("127.0.0.1", 0)
 
-    def run() -> None:
-        asyncio.set_event_loop(loop)
-
-        async def start() -> None:
-            gw = Gateway(None, "0123456789abcdef", **limits)
-            box["gw"] = gw
-            box["addr"] = gw.listen("127.0.0.1", 0)
-
-        try:
-            loop.run_until_complete(start())
-        finally:
-            ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    ready.wait(10)
-    gw = box["gw"]
-    try:
-        yield gw, "%s:%d" % box["addr"], loop
-    finally:
-        async def shutdown() -> None:
-            gw.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
+    with gateway_thread(start) as served:
+        yield served
 
 
 def on_loop(loop, fn):

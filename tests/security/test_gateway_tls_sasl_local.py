@@ -5,7 +5,6 @@ and the gateway's counters (connections, request bytes), which an actor hides.
 """
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import hmac
@@ -13,7 +12,6 @@ import os
 import socket
 import ssl
 import struct
-import threading
 import time
 from contextlib import contextmanager
 
@@ -25,6 +23,7 @@ from logan_ray.gateway.server import Gateway
 from logan_ray.protocol import decode_response, encode_request
 from logan_ray.security import scram
 from logan_ray.security.config import gateway_security, listener_securities
+from tests.tooling.served_gateway import gateway_thread
 
 CREDS = {("alice", m): scram.new_credential(m, "pw") for m in scram.MECHANISMS}
 
@@ -65,45 +64,17 @@ def secured_gateway(pki, authorizer: bool = False, **extra):
                         "ssl.keystore.location": pki.server, "ssl.truststore.location": pki.ca,
                         "listener.name.ssl.ssl.client.auth": "required",
                         "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512", **extra})
-    loop = asyncio.new_event_loop()
-    box: dict = {}
-    ready = threading.Event()
+    async def start():
+        gw = Gateway(FakeRouter(), "0123456789abcdef")
+        if authorizer:
+            from logan_ray.security.authorizer import Authorizer
 
-    def run() -> None:
-        asyncio.set_event_loop(loop)
+            gw.authorizer = Authorizer(gw.cluster.router, ["User:admin"], False)
+        return gw, {sec.listener.name: gw.listen("127.0.0.1", 0, security=sec)
+                    for sec in listener_securities(gateway_security(settings))}
 
-        async def start() -> None:
-            gw = Gateway(FakeRouter(), "0123456789abcdef")
-            if authorizer:
-                from logan_ray.security.authorizer import Authorizer
-
-                gw.authorizer = Authorizer(gw.cluster.router, ["User:admin"], False)
-            box["gw"] = gw
-            box["addrs"] = {}
-            for sec in listener_securities(gateway_security(settings)):
-                box["addrs"][sec.listener.name] = gw.listen("127.0.0.1", 0, security=sec)
-        try:
-            loop.run_until_complete(start())
-        finally:
-            ready.set()
-        loop.run_forever()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    ready.wait(10)
-    try:
-        yield box["gw"], box["addrs"]
-    finally:
-        async def shutdown() -> None:
-            box["gw"].close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(10)
-        loop.close()
+    with gateway_thread(start) as (gw, addrs, _loop):
+        yield gw, addrs
 
 
 def call(sock, api_key: int, version: int, body: dict, corr: int = 1) -> dict:

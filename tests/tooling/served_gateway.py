@@ -6,30 +6,25 @@ import asyncio
 import socket
 import threading
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Awaitable, Callable, Iterator
 
 NODE = "0123456789abcdef"
 
 
 @contextmanager
-def served_gateway(host: str = "127.0.0.1", router: Any = None, security: Any = None,
-                   **limits) -> Iterator[tuple[Any, int]]:
-    """A gateway core on its own loop and thread, listening on ``host`` (no Ray: a stand-in ``router`` where
-    one is needed; ``security``: the listener's ListenerSecurity, plain PLAINTEXT without)."""
-    from logan_ray.gateway.server import Gateway
-
+def gateway_thread(start: Callable[[], Awaitable[tuple[Any, Any]]]
+                   ) -> Iterator[tuple[Any, Any, asyncio.AbstractEventLoop]]:
+    """Run ``start`` (it makes a gateway and its listeners, returning (gateway, what to yield)) on an
+    event loop of its own thread; yields (gateway, that value, the loop). Afterwards the gateway is
+    closed, its tasks cancelled and the thread ended."""
     loop = asyncio.new_event_loop()
     box: dict = {}
     ready = threading.Event()
 
     def run() -> None:
         asyncio.set_event_loop(loop)
-
-        async def start() -> None:
-            box["gw"] = Gateway(router, NODE, **limits)
-            box["port"] = box["gw"].listen(host, 0, security=security)[1]
         try:
-            loop.run_until_complete(start())
+            box["gw"], box["value"] = loop.run_until_complete(start())
         finally:
             ready.set()
         loop.run_forever()
@@ -38,7 +33,7 @@ def served_gateway(host: str = "127.0.0.1", router: Any = None, security: Any = 
     thread.start()
     ready.wait(10)
     try:
-        yield box["gw"], box["port"]
+        yield box["gw"], box["value"], loop
     finally:
         async def shutdown() -> None:
             box["gw"].close()
@@ -50,6 +45,21 @@ def served_gateway(host: str = "127.0.0.1", router: Any = None, security: Any = 
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
         loop.close()
+
+
+@contextmanager
+def served_gateway(host: str = "127.0.0.1", router: Any = None, security: Any = None,
+                   **limits) -> Iterator[tuple[Any, int]]:
+    """A gateway core listening on ``host`` (no Ray: a stand-in ``router`` where one is needed;
+    ``security``: the listener's ListenerSecurity, plain PLAINTEXT without); yields (gateway, port)."""
+    from logan_ray.gateway.server import Gateway
+
+    async def start() -> tuple[Any, int]:
+        gw = Gateway(router, NODE, **limits)
+        return gw, gw.listen(host, 0, security=security)[1]
+
+    with gateway_thread(start) as (gw, port, _loop):
+        yield gw, port
 
 
 def closed_by_peer(sock: socket.socket, timeout: float = 10) -> bool:
