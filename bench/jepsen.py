@@ -55,7 +55,8 @@ def main() -> None:
           f" consumers, {a.partitions} partitions RF=3 min.insync.replicas=2, {a.minutes:g} min of faults "
           f"(SIGSTOP 6 s, SIGKILL + reboot) on a three-node ray.cluster_utils.Cluster", flush=True)
     args = {"seconds": a.minutes * 60, "schedule": schedule(a.minutes), "partitions": a.partitions,
-            "producers": a.producers, "consumers": a.consumers, "rate": a.rate, "dump": a.history}
+            "producers": a.producers, "consumers": a.consumers, "rate": a.rate, "dump": a.history,
+            "faults_end_with_time": True}
     t0 = time.monotonic()
     out = subprocess.run([sys.executable, RUN, json.dumps(args)], capture_output=True, text=True, errors="replace",
                          timeout=a.minutes * 60 + 900)

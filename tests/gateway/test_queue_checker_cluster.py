@@ -29,9 +29,9 @@ SCRIPT = "import json, queue_cluster_run; queue_cluster_run.main(**json.loads(%r
 
 @pytest.fixture(scope="module")
 def run() -> dict:
-    out, result = run_child(SCRIPT, timeout=300)
+    out, result = run_child(SCRIPT, timeout=480)
     print(result.get("table", ""))
-    print({k: result.get(k) for k in ("faults", "client_errors", "workload_s", "high_watermarks")})
+    print({k: result.get(k) for k in ("faults", "isr_wait_s", "client_errors", "workload_s", "high_watermarks")})
     result["_stderr"] = out.stderr[-4000:]
     return result
 

@@ -6,7 +6,8 @@ if any, stays untouched) and read its JSON line. The topic is RF=3, ``min.insync
 Ray's health check is 1 s x 30 failures, ``replica.lag.time.max.ms`` 5 s, so only the broker sessions fail a leader over
 within seconds, as in tests/gateway/test_gw_failover_faults.py.
 
-Schedule: ``stop:<s>`` (SIGSTOP of a non-head node for s seconds), ``kill`` (SIGKILL of a
+Every fault of the schedule runs, even when waiting for full ISRs made the run longer than
+``seconds`` (the least the workload runs), unless ``faults_end_with_time``. Schedule: ``stop:<s>`` (SIGSTOP of a non-head node for s seconds), ``kill`` (SIGKILL of a
 non-head node, which is then brought back at its address, as a machine that reboots, so the
 next fault has three nodes again), ``wait:<s>``. Before each fault the run waits (bounded)
 for every partition's ISR to be full again, so faults come one at a time, never two
@@ -42,8 +43,10 @@ def _wait_full_isr(c: Any, topic: str, partitions: int, replicas: int, timeout: 
 
 
 def main(seconds: float, schedule: list[str], partitions: int = 3, producers: int = 3, consumers: int = 2,
-         rate: float = 40.0, dump: str | None = None) -> dict[str, Any]:
-    """Run the workload ``seconds`` long (the schedule inside it), drain, check: the result as a dict."""
+         rate: float = 40.0, dump: str | None = None, faults_end_with_time: bool = False) -> dict[str, Any]:
+    """Run the workload ``seconds`` long (the schedule inside it), drain, check: the result as a dict.
+    ``faults_end_with_time`` (bench/jepsen.py's endless schedule) skips the faults left once ``seconds``
+    are over; otherwise every fault runs."""
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     from queue_checker import History, check
     from queue_nemesis import kill_node, pause_node
@@ -77,12 +80,14 @@ def main(seconds: float, schedule: list[str], partitions: int = 3, producers: in
         turn = 0
         for step in schedule:
             kind, _, arg = step.partition(":")
-            if time.monotonic() - t0 >= seconds:
+            if faults_end_with_time and time.monotonic() - t0 >= seconds:
                 break
             if kind == "wait":
                 time.sleep(min(float(arg), max(0.0, seconds - (time.monotonic() - t0))))
                 continue
+            waited = time.monotonic()
             isr_full = _wait_full_isr(c, topic, partitions, 3, 60)
+            out.setdefault("isr_wait_s", []).append(round(time.monotonic() - waited, 1))
             others = sorted(n.node_id for n in cluster.list_all_nodes() if n.node_id != head)
             victim = others[turn % len(others)]
             turn += 1
