@@ -25,6 +25,9 @@ from typing import Any
 #: replica.lag.time.max.ms (Kafka's default 30 s): a follower that stops fetching leaves the ISR after it,
 #: and acks=all waits for it until then; shorter keeps a run's stalls short
 REPLICA_LAG_MS = 5000
+#: the longest wait for full ISRs before a fault (a follower that fell behind on a starved machine
+#: takes this long at most to fetch its way back; CI's loaded run needed 27 s once)
+ISR_WAIT_S = 120
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
@@ -86,7 +89,7 @@ def main(seconds: float, schedule: list[str], partitions: int = 3, producers: in
                 time.sleep(min(float(arg), max(0.0, seconds - (time.monotonic() - t0))))
                 continue
             waited = time.monotonic()
-            isr_full = _wait_full_isr(c, topic, partitions, 3, 60)
+            isr_full = _wait_full_isr(c, topic, partitions, 3, ISR_WAIT_S)
             out.setdefault("isr_wait_s", []).append(round(time.monotonic() - waited, 1))
             others = sorted(n.node_id for n in cluster.list_all_nodes() if n.node_id != head)
             victim = others[turn % len(others)]
