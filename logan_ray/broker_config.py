@@ -215,8 +215,22 @@ _SETTINGS: dict[str, _Setting] = {
                                                                         "certificate (empty: do not)"),
     "ssl.principal.mapping.rules": _Setting(_mapping_rules, "DEFAULT", "principal from the certificate subject"),
     # SASL
-    "sasl.enabled.mechanisms": _Setting(_mechanisms, "SCRAM-SHA-256,SCRAM-SHA-512", "PLAIN, SCRAM-SHA-256/512"),
+    "sasl.enabled.mechanisms": _Setting(_mechanisms, "SCRAM-SHA-256,SCRAM-SHA-512",
+                                        "PLAIN, SCRAM-SHA-256/512, OAUTHBEARER"),
     "sasl.server.max.receive.size": _Setting(_int_range(1, INT_MAX), "524288", "largest frame before login"),
+    # SASL/OAUTHBEARER token validation (KIP-768; security/oauthbearer.py)
+    "sasl.oauthbearer.jwks.endpoint.url": _Setting(_string, None, "the OAuth provider's JWKS: http(s):// or file: "
+                                                                  "URL (required with OAUTHBEARER)"),
+    "sasl.oauthbearer.jwks.endpoint.refresh.ms": _Setting(_int_range(1, LONG_MAX), "3600000",
+                                                          "how often an http(s) JWKS is fetched again"),
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": _Setting(_int_range(0, LONG_MAX), "100",
+                                                                "least wait between JWKS fetches for unknown kids"),
+    "sasl.oauthbearer.expected.issuer": _Setting(_string, None, "a token's iss must be this (when set)"),
+    "sasl.oauthbearer.expected.audience": _Setting(_list, None, "a token's aud must name one of these (when set)"),
+    "sasl.oauthbearer.sub.claim.name": _Setting(_string, "sub", "the claim naming the principal (User:<claim>)"),
+    "sasl.oauthbearer.scope.claim.name": _Setting(_string, "scope", "the claim holding the token's scopes"),
+    "sasl.oauthbearer.clock.skew.seconds": _Setting(_int_range(0, INT_MAX), "30",
+                                                    "tolerated clock difference for exp, nbf and iat"),
     # how brokers reach each other (security/inter_broker.py)
     "inter.broker.listener.name": _Setting(_string, None, "the listener brokers replicate over"),
     "security.inter.broker.protocol": _Setting(_choice("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL", upper=True),
@@ -253,6 +267,10 @@ KAFKA_TYPES: dict[str, int | None] = {
     "ssl.principal.mapping.rules": STRING, "sasl.enabled.mechanisms": LIST, "sasl.server.max.receive.size": INT,
     "inter.broker.listener.name": STRING, "security.inter.broker.protocol": STRING,
     "sasl.mechanism.inter.broker.protocol": STRING,
+    "sasl.oauthbearer.jwks.endpoint.url": STRING, "sasl.oauthbearer.jwks.endpoint.refresh.ms": LONG,
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": LONG, "sasl.oauthbearer.expected.issuer": STRING,
+    "sasl.oauthbearer.expected.audience": LIST, "sasl.oauthbearer.sub.claim.name": STRING,
+    "sasl.oauthbearer.scope.claim.name": STRING, "sasl.oauthbearer.clock.skew.seconds": INT,
     "authorizer.class.name": STRING, "super.users": None, "allow.everyone.if.no.acl.found": None,
     "producer.id.expiration.ms": INT, "producer.id.expiration.check.interval.ms": INT,
     "partition.idle.ms": LONG, "max.active.partitions": INT,  # logan-ray's own (partition hibernation)

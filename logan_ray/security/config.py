@@ -12,6 +12,9 @@ from typing import Any
 
 from .inter_broker import client_context, inter_broker_listener
 from .listeners import Listener, resolve_listeners
+from .oauthbearer import MECHANISM as OAUTHBEARER
+from .oauthbearer import SETTINGS as OAUTHBEARER_SETTINGS
+from .oauthbearer import OAuthBearerValidator
 from .session import SASL_MAX_RECEIVE, ListenerSecurity
 from .tls import server_context
 
@@ -26,14 +29,18 @@ def gateway_security(settings: Any) -> dict[str, Any]:
            "sasl_max_receive": settings.get("sasl.server.max.receive.size") or SASL_MAX_RECEIVE,
            "authorizer": {"enabled": bool(settings.get("authorizer.class.name")),
                           "super_users": list(settings.get("super.users") or []),
-                          "allow_if_no_acl": bool(settings.get("allow.everyone.if.no.acl.found"))}}
+                          "allow_if_no_acl": bool(settings.get("allow.everyone.if.no.acl.found"))},
+           "oauthbearer": {name: settings.get(name) for name in OAUTHBEARER_SETTINGS}}
     listener_securities(out)  # fail now (missing certificate files...) rather than in every gateway
     inter_broker_tls(out)
     return out
 
 
 def listener_securities(security: dict[str, Any]) -> list[ListenerSecurity]:
+    """Each listener's live security; with OAUTHBEARER enabled anywhere, the JWKS is fetched here
+    (once for all listeners), so an unreachable provider fails the start, not every login."""
     out = []
+    oauth = None
     for d in security["listeners"]:
         listener = Listener.from_dict(d)
         view = security["views"][listener.name]
@@ -41,8 +48,11 @@ def listener_securities(security: dict[str, Any]) -> list[ListenerSecurity]:
         mechanisms = tuple(view.get("sasl.enabled.mechanisms") or ()) if listener.sasl else ()
         if listener.sasl and not mechanisms:
             raise ValueError(f"listener {listener.name} uses SASL but sasl.enabled.mechanisms is empty")
+        if OAUTHBEARER in mechanisms and oauth is None:
+            oauth = OAuthBearerValidator.from_settings(security.get("oauthbearer") or {})
         out.append(ListenerSecurity(listener, tls, mechanisms, int(view.get("connections.max.reauth.ms") or 0),
-                                    int(security.get("sasl_max_receive") or SASL_MAX_RECEIVE)))
+                                    int(security.get("sasl_max_receive") or SASL_MAX_RECEIVE),
+                                    oauth=oauth if OAUTHBEARER in mechanisms else None))
     return out
 
 

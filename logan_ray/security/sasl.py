@@ -1,23 +1,28 @@
-"""SASL mechanisms of the gateway: PLAIN and SCRAM-SHA-256/512, as sans-I/O server state machines.
+"""SASL mechanisms of the gateway: PLAIN, SCRAM-SHA-256/512 and OAUTHBEARER, as sans-I/O server state machines.
 
 Each server takes the client's tokens one at a time (``step``) and answers the
 server's; credentials come from an async ``lookup(user, scram_mechanism)`` (the
 router's durable SCRAM store), so nothing here knows about sockets or Ray. PLAIN is
 checked against the same salted SCRAM credentials: passwords are never stored, and
-its PBKDF2 runs off the event loop (passwords.matches_off_loop).
+its PBKDF2 runs off the event loop (passwords.matches_off_loop). OAUTHBEARER checks
+a JWT with the listener's :class:`~.oauthbearer.OAuthBearerValidator` instead.
 Any failure raises :class:`SaslFailed` with the message Kafka's broker sends.
 """
 from __future__ import annotations
 
 import base64
 import hmac
+import logging
 import secrets
 from typing import Any, Awaitable, Callable
 
 from . import scram
+from .jwt import TokenInvalid
+from .oauthbearer import InvalidInitialResponse, parse_initial_response
 from .passwords import matches_off_loop, stored_credentials
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+log = logging.getLogger("logan_ray.security")
 
 Lookup = Callable[[str, str], Awaitable["dict[str, Any] | None"]]
 
@@ -170,7 +175,52 @@ class ScramServer:
         return b"v=" + base64.b64encode(server_signature)
 
 
-def server_for(mechanism: str) -> PlainServer | ScramServer:
+class OAuthBearerServer:
+    """RFC 7628 as Kafka's broker runs it (KIP-255): the client's initial response carries a JWT.
+
+    A refused token is answered with the JSON error challenge ``{"status":"invalid_token"}``;
+    the client acknowledges it with ``\x01`` and the exchange then fails with that message
+    (Kafka's OAuthBearerSaslServer). Why the token was refused is logged, never sent.
+    """
+
+    mechanism = "OAUTHBEARER"
+
+    def __init__(self, validator: Any) -> None:
+        self.validator = validator
+        self.done = False
+        self.user: str | None = None
+        self.expires_at_ms: int | None = None  # the token's exp: the session ends there (KIP-368)
+        self._error: str | None = None
+
+    async def step(self, token: bytes, lookup: Lookup) -> bytes:
+        if self.done:
+            raise SaslFailed("Authentication failed: OAUTHBEARER takes one message")
+        if token == b"\x01" and self._error is not None:
+            raise SaslFailed(self._error)
+        self._error = None
+        try:
+            response = parse_initial_response(token)
+        except InvalidInitialResponse as e:
+            raise SaslFailed(str(e)) from None
+        if self.validator is None:  # OAUTHBEARER enabled without a validator: never accept unsigned tokens
+            raise SaslFailed("Authentication failed: OAUTHBEARER is not configured on this listener")
+        try:
+            valid = await self.validator.validate(response.token)
+        except TokenInvalid as e:
+            log.warning("OAUTHBEARER: token refused: %s", e)
+            self._error = '{"status":"invalid_token"}'
+            return self._error.encode()
+        if response.authzid and response.authzid != valid.principal:
+            raise SaslFailed(f"Authentication failed: Client requested an authorization id ({response.authzid}) "
+                             f"that is different from the token's principal name ({valid.principal})")
+        self.done, self.user, self.expires_at_ms = True, valid.principal, valid.expires_at_ms
+        return b""
+
+
+def server_for(mechanism: str, oauth: Any = None) -> PlainServer | ScramServer | OAuthBearerServer:
+    """The server of one exchange; ``oauth``: the listener's OAuthBearerValidator (OAUTHBEARER only)."""
     if mechanism == "PLAIN":
         return PlainServer()
+    if mechanism == "OAUTHBEARER":
+        return OAuthBearerServer(oauth)
     return ScramServer(mechanism)

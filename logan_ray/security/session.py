@@ -32,6 +32,7 @@ class ListenerSecurity:
     reauth_ms: int = 0  # connections.max.reauth.ms: 0 means sessions do not expire
     max_receive: int = SASL_MAX_RECEIVE
     failed_auth_delay_ms: int = 100  # connection.failed.authentication.delay.ms
+    oauth: Any = None  # the OAuthBearerValidator when OAUTHBEARER is enabled here
 
     def new_session(self, host: str | None = None, budget: Any = None) -> "Session":
         """A session for a client at ``host``; ``budget`` (FailedLoginBudget) bounds its failed logins."""
@@ -76,16 +77,26 @@ class Session:
         if not self.authenticated:
             return f"api key {api_key} sent before SASL authentication"
         if self.expires_at is not None and time.monotonic() > self.expires_at:
-            return "SASL session expired (connections.max.reauth.ms) without re-authentication"
+            return "SASL session expired (connections.max.reauth.ms or the token's expiry) without re-authentication"
         return None
 
-    def authenticated_as(self, principal: str) -> int:
-        """Record a completed login; returns the session lifetime (ms) to report, 0 for none."""
+    def authenticated_as(self, principal: str, credential_expires_at_ms: int | None = None) -> int:
+        """Record a completed login; returns the session lifetime (ms) to report, 0 for none.
+
+        As Kafka's SaslServerAuthenticator: the lifetime is connections.max.reauth.ms when set,
+        the credential's remaining life (an OAUTHBEARER token's exp) when it has one, the
+        shorter of the two when both apply; the session is refused after it.
+        """
         self.principal = principal
         self.authenticated = True
         self.logins += 1
         self.server = None
-        if self.security.reauth_ms > 0:
-            self.expires_at = time.monotonic() + self.security.reauth_ms / 1000.0
-            return self.security.reauth_ms
-        return 0
+        lifetimes = [self.security.reauth_ms] if self.security.reauth_ms > 0 else []
+        if credential_expires_at_ms is not None:
+            lifetimes.append(max(0, credential_expires_at_ms - int(time.time() * 1000)))
+        if not lifetimes:
+            self.expires_at = None
+            return 0
+        lifetime = min(lifetimes)
+        self.expires_at = time.monotonic() + lifetime / 1000.0
+        return lifetime
