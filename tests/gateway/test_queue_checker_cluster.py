@@ -32,6 +32,8 @@ def run() -> dict:
     out, result = run_child(SCRIPT, timeout=480)
     print(result.get("table", ""))
     print({k: result.get(k) for k in ("faults", "isr_wait_s", "client_errors", "workload_s", "high_watermarks")})
+    for actor, lines in (result.get("control_log") or {}).items():  # what the controller and brokers did, if it fails
+        print(f"--- {actor}", *lines, sep="\n  ")
     result["_stderr"] = out.stderr[-4000:]
     return result
 

@@ -45,6 +45,34 @@ def _wait_full_isr(c: Any, topic: str, partitions: int, replicas: int, timeout: 
     return False
 
 
+#: what the controller and the brokers say about leaders and ISRs: printed with a run's result, so a
+#: run that stalled (on a loaded CI machine, say) can be read afterwards
+CONTROL_WORDS = ("ISR", "elected", "fenced", "lease ", "leader", "NOT_ENOUGH", "timed out")
+
+
+def control_log(session_dir: str, per_actor: int = 25) -> dict[str, list[str]]:
+    """{actor: its last ``per_actor`` log lines that mention leaders, ISRs or fencing}, for the router and the
+    gateways of the cluster (Ray names a worker's actor at the top of its ``.out`` file)."""
+    import glob
+
+    out: dict[str, list[str]] = {}
+    for err in sorted(glob.glob(os.path.join(session_dir, "logs", "worker-*.err"))):
+        try:
+            with open(err[:-4] + ".out", errors="replace") as f:
+                head = [f.readline() for _ in range(3)]
+            actor = next((h.strip().removeprefix(":actor_name:") for h in head if h.startswith(":actor_name:")), "")
+            if actor not in ("RouterActor", "GatewayActor"):
+                continue
+            with open(err, errors="replace") as f:
+                lines = [line.rstrip()[:300] for line in f
+                         if any(w in line for w in CONTROL_WORDS) and not line.startswith(":")]
+        except OSError:
+            continue
+        if lines:
+            out[f"{actor} {os.path.basename(err)[7:19]}"] = lines[-per_actor:]
+    return out
+
+
 def main(seconds: float, schedule: list[str], partitions: int = 3, producers: int = 3, consumers: int = 2,
          rate: float = 40.0, dump: str | None = None, faults_end_with_time: bool = False) -> dict[str, Any]:
     """Run the workload ``seconds`` long (the schedule inside it), drain, check: the result as a dict.
@@ -119,6 +147,7 @@ def main(seconds: float, schedule: list[str], partitions: int = 3, producers: in
         if dump:
             history.dump(dump)
         report = check(history)
+        out["control_log"] = control_log(ray._private.worker._global_node.get_session_dir_path())
         out["counts"], out["examples"], out["stats"] = report.counts, report.examples, report.stats
         out["table"] = report.table()
         out["valid"] = report.valid
