@@ -56,8 +56,31 @@ class BrokerOptions:
     advertised_port: int | None = None
     # HTTP API and console (Ray Serve): "off" or "[HOST]:PORT[/PREFIX]"; None: $LOGAN_RAY_HTTP or 127.0.0.1:8000.
     http: str | None = None
+    # Host names the HTTP API answers to besides its listen address; None: $LOGAN_RAY_HTTP_ALLOWED_HOSTS.
+    http_allowed_hosts: str | None = None
+    # Serve the HTTP API beyond loopback although no listener authenticates (refused otherwise).
+    http_insecure: bool = False
     # Broker settings by Kafka's names (``--config``/``--config-file``); they win over the fields above.
     config: dict[str, str] = field(default_factory=dict)
+
+    def http_settings(self):
+        """The HTTP API's settings (logan_ray.http.settings.HttpSettings), None when off; ValueError when bad."""
+        from .http.settings import parse_http_setting
+
+        return parse_http_setting(self.http, self.http_allowed_hosts)
+
+    def check_http_exposure(self, http) -> str | None:
+        """Refuse (ValueError) an HTTP API beyond loopback that nobody logs in to, unless ``http_insecure``;
+        returns the warning line to show when it is allowed that way."""
+        from .http.security import http_security
+        from .http.settings import check_exposure
+
+        security = None
+        if http is not None and uses_listeners(self.config):
+            from .security.config import gateway_security
+
+            security = http_security(gateway_security(self.resolve()))
+        return check_exposure(http, security is not None and security.authenticate, self.http_insecure)
 
     def kafka_settings(self) -> dict[str, str]:
         """The fields above as Kafka-named settings, overridden by ``config``."""
@@ -127,6 +150,7 @@ class Broker:
             from .security.config import gateway_security
 
             security = gateway_security(settings)
+        o.check_http_exposure(o.http_settings())  # an open HTTP API beyond loopback only when asked for
         # Everything this process and the Ray it starts create (segments, checkpoints, Ray's session
         # files and token) is the broker user's only; explicit modes at each creation cover nodes
         # whose Ray was started by hand.
@@ -189,9 +213,7 @@ class Broker:
             self._publish_gateways()
             runtime_file.publish(self.endpoints)
             checkpoint()
-        from .http import parse_http_setting
-
-        http = parse_http_setting(o.http)
+        http = o.http_settings()
         if http is not None:
             from .http import start_http
 

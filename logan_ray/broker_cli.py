@@ -35,6 +35,12 @@ def add_broker_parsers(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--no-gateway", action="store_true", help="no Kafka gateway (Python API only)")
     s.add_argument("--http", default=None, metavar="off|[HOST]:PORT[/PREFIX]",
                    help="HTTP API and console on Ray Serve (default $LOGAN_RAY_HTTP or 127.0.0.1:8000; off disables)")
+    s.add_argument("--http-allowed-hosts", default=None, metavar="NAME[,NAME...]",
+                   help="host names the HTTP API answers to besides its listen address (Host and Origin; "
+                        "default $LOGAN_RAY_HTTP_ALLOWED_HOSTS)")
+    s.add_argument("--http-insecure", action="store_true",
+                   help="allow the HTTP API beyond loopback although no Kafka listener authenticates (anyone who "
+                        "reaches it may do everything)")
     s.set_defaults(func=cmd_start)
 
     s = sub.add_parser("stop", help="stop the broker serving --data-dir")
@@ -100,10 +106,12 @@ def cmd_start(args: argparse.Namespace) -> int:
                          host=args.host or "127.0.0.1", port=9092 if args.port is None else args.port,
                          advertised_host=args.advertised_host, advertised_port=args.advertised_port, config=config)
     opts.resolve()  # unknown names or bad values: one line and exit 1, before anything starts
-    opts.http = args.http  # HTTP API (logan_ray.http); a bad value fails here, before anything starts
-    from .http.settings import parse_http_setting
-
-    http = parse_http_setting(args.http)
+    # HTTP API (logan_ray.http); a bad value, or an open API beyond loopback, fails here, before anything starts
+    opts.http, opts.http_allowed_hosts, opts.http_insecure = args.http, args.http_allowed_hosts, args.http_insecure
+    http = opts.http_settings()
+    warning = opts.check_http_exposure(http)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
     if args.address is None and runtime_file.read(runtime_file.data_dir_path(args.data_dir)) is None:
         _refuse_taken_ports(opts, http)  # embedded: this machine is where both listeners will be
     if args.foreground:
@@ -143,6 +151,10 @@ def cmd_start(args: argparse.Namespace) -> int:
         cmd.append("--no-gateway")
     if args.http is not None:
         cmd += ["--http", args.http]
+    if args.http_allowed_hosts is not None:
+        cmd += ["--http-allowed-hosts", args.http_allowed_hosts]
+    if args.http_insecure:
+        cmd.append("--http-insecure")
     log_path = os.path.join(args.data_dir, "broker.log")
     with open(log_path, "ab", opener=private_opener) as logf:  # it names clients and principals
         proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -15,6 +15,7 @@ from logan_ray.errors import LoganError
 from logan_ray.protocol import errors as E
 
 from . import console, publish, subscribe, topics
+from .body import BODY_METHODS, require_json
 from .errors import HttpError, error_body, error_response, unwrap
 from .models import ErrorBody
 
@@ -50,6 +51,11 @@ def build_app() -> FastAPI:
 
     @app.middleware("http")
     async def _limit_body(request: Request, call_next):
+        if request.method in BODY_METHODS:
+            try:
+                require_json(request)  # 415 before anything else: a browser sends text/plain cross-origin
+            except HttpError as e:
+                return error_response(e)
         declared = request.headers.get("content-length")
         from .backend import _current
 
@@ -60,8 +66,11 @@ def build_app() -> FastAPI:
         return await call_next(request)
 
     from .auth import AuthMiddleware
+    from .guard import GuardMiddleware
 
-    app.add_middleware(AuthMiddleware)  # added last: outermost, before any other work on the request
+    app.add_middleware(AuthMiddleware)
+    # added last: outermost, so a rebound Host or a foreign Origin gets no password check either
+    app.add_middleware(GuardMiddleware)
     return app
 
 

@@ -15,9 +15,11 @@ from logan_ray.errors import UnknownPartitionError
 
 
 class Backend:
-    def __init__(self, client: Any, max_body_bytes: int, security: Any = None) -> None:
+    def __init__(self, client: Any, max_body_bytes: int, security: Any = None, guard: Any = None) -> None:
         self.client = client
         self.max_body_bytes = max_body_bytes
+        #: logan_ray.http.guard.HostGuard: the Host and Origin names requests may carry (None: no check)
+        self.guard = guard
         #: logan_ray.http.security.HttpSecurity, None without listener security
         self.security = security
         self.passwords: Any = None  # logan_ray.security.passwords.PasswordCache

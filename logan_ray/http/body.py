@@ -1,4 +1,4 @@
-"""Reading a request body with a bound: oversized bodies get 413 before anything is parsed."""
+"""Reading a request body: JSON only (415 otherwise), with a bound (413 before anything is parsed)."""
 from __future__ import annotations
 
 from fastapi import Request
@@ -7,6 +7,24 @@ from pydantic import BaseModel, ValidationError
 from logan_ray.protocol import errors as E
 
 from .errors import HttpError
+
+
+#: Methods whose requests carry a body: every endpoint with one reads JSON (the app's middleware checks).
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def require_json(request: Request) -> None:
+    """415 unless the body is declared ``application/json`` (for every POST, PUT and PATCH).
+
+    A web page can make a browser send a cross-origin POST without asking the server first
+    only with a "simple" type (``text/plain``, form encodings), carrying any cached Basic
+    credentials; a JSON API that reads such bodies takes orders from every site the user opens.
+    """
+    declared = request.headers.get("content-type")
+    media = (declared or "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        raise HttpError(415, E.INVALID_REQUEST,
+                        f"the body must be JSON with Content-Type: application/json, not {declared or 'none'}")
 
 
 async def read_body(request: Request, limit: int) -> bytes:

@@ -25,14 +25,16 @@ def _deployment(settings: HttpSettings, security: HttpSecurity | None):
                       max_ongoing_requests=1000, max_queued_requests=-1, health_check_period_s=10)
     @serve.ingress(app)
     class HttpApi:
-        def __init__(self, max_body_bytes: int, security: HttpSecurity | None) -> None:
+        def __init__(self, settings: HttpSettings, security: HttpSecurity | None) -> None:
             import logan_ray
 
             from .backend import Backend, install
+            from .guard import HostGuard
 
-            install(Backend(logan_ray.connect(embedded=False), max_body_bytes, security))
+            install(Backend(logan_ray.connect(embedded=False), settings.max_body_bytes, security,
+                            HostGuard(settings.host, settings.allowed_hosts)))
 
-    return HttpApi.bind(settings.max_body_bytes, security)
+    return HttpApi.bind(settings, security)
 
 
 def start_http(settings: HttpSettings, security: HttpSecurity | None = None) -> str:

@@ -71,6 +71,27 @@ def test_bad_http_setting_is_one_clear_line_and_nothing_starts(tmp_path):
     assert not os.path.exists(tmp_path / "d" / "broker.json")
 
 
+def test_an_open_http_api_beyond_loopback_is_refused_in_one_line_and_nothing_starts(tmp_path):
+    r = subprocess.run([*CLI, "--data-dir", str(tmp_path / "d"), "start", "--foreground", "--http",
+                        f"0.0.0.0:{_free_port()}"], capture_output=True, timeout=60)
+    assert r.returncode == 1 and r.stderr.count(b"\n") == 1, r.stderr
+    assert b"--http-insecure" in r.stderr and b"0.0.0.0" in r.stderr
+    assert not os.path.exists(tmp_path / "d" / "broker.json")
+
+
+def test_http_insecure_lets_it_through_with_one_warning_line(tmp_path):
+    """Through to the next check (a taken port, so that nothing starts): the warning comes first, once."""
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = subprocess.run([*CLI, "--data-dir", str(tmp_path / "d"), "start", "--foreground", "--http",
+                            f"0.0.0.0:{port}", "--http-insecure"], capture_output=True, timeout=60)
+    lines = r.stderr.decode().splitlines()
+    assert r.returncode == 1 and len(lines) == 2, lines
+    assert "WARNING" in lines[0] and "no authentication" in lines[0] and "cannot serve the HTTP API" in lines[1]
+
+
 @pytest.mark.parametrize("listener", ["the HTTP API", "Kafka"])
 def test_a_taken_port_is_one_clear_line_and_a_non_zero_exit_before_ray_starts(tmp_path, listener):
     with socket.socket() as taken:
