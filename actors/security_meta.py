@@ -1,11 +1,13 @@
-"""The router's durable security metadata: SCRAM credentials and ACLs.
+"""The router's durable security metadata: SCRAM credentials, ACLs and client quotas.
 
 Kept in the router's cluster metadata file (written atomically, like topics) so
 they survive broker restarts and reach every gateway. Only what the gateways
 compute is stored: a SCRAM credential is (salt, StoredKey, ServerKey, iterations),
 never a password; an ACL is Kafka's binding (resource type, name, pattern type,
-principal, host, operation, permission) as a list of plain values. Matching and
-authorizing live with the gateway (logan_ray.security.acl); here is only storage.
+principal, host, operation, permission) as a list of plain values; a client quota is
+an entity (``[[type, name or None], ...]``) and its ``{key: value}``. Validating, matching,
+authorizing and throttling live with the gateway (logan_ray.security.acl, .quota);
+here is only storage.
 """
 from __future__ import annotations
 
@@ -150,6 +152,31 @@ class SecurityMetadata:
                 self._save()  # type: ignore[attr-defined]
             return removed
 
+    # ------------------------------------------------------ client quotas
+    async def quotas(self) -> tuple[int, list[list[Any]]]:
+        """(version, [[entity, values], ...]); the version grows with every change, as the ACLs' does."""
+        return self._meta.get("quota_version", 0), [[e, dict(v)] for e, v in self._meta.get("quotas", [])]
+
+    async def quota_version(self) -> int:
+        return self._meta.get("quota_version", 0)
+
+    async def alter_quotas(self, changes: list[list[Any]]) -> int:
+        """Apply [[entity, {key: value, or None to remove}], ...] (already validated) at once; an entity
+        left with no values is forgotten. Returns the new version."""
+        async with self._lock:  # type: ignore[attr-defined]
+            stored = {_entity_key(e): [e, dict(v)] for e, v in self._meta.get("quotas", [])}
+            for e, ops in changes:
+                entry = stored.setdefault(_entity_key(e), [[list(p) for p in e], {}])
+                for key, value in ops.items():
+                    if value is None:
+                        entry[1].pop(key, None)
+                    else:
+                        entry[1][key] = value
+            self._meta["quotas"] = [entry for entry in stored.values() if entry[1]]
+            self._meta["quota_version"] = self._meta.get("quota_version", 0) + 1
+            self._save()  # type: ignore[attr-defined]
+            return self._meta["quota_version"]
+
     # ------------------------------------------------------- broker secret
     def _ensure_broker_secret(self) -> bool:
         """Make the cluster's broker secret once (True when made: the caller saves the metadata
@@ -174,3 +201,7 @@ class SecurityMetadata:
         alive = getattr(self, "_alive", {})
         eps = self.__dict__.get("_listener_endpoints", {})
         return {node: tuple(e[listener]) for node, e in eps.items() if listener in e and node in alive}
+
+
+def _entity_key(entity: list[Any]) -> tuple:
+    return tuple(sorted((t, n) for t, n in entity))

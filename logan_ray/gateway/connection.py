@@ -44,6 +44,16 @@ TLS_CHUNK = 256 * 1024
 CLOSE_AFTER = object()
 
 
+class MuteAfter:
+    """Marker a response may end with: read nothing more from the connection for ``seconds`` once the
+    response is written (KIP-219: a quota-throttled client's channel is muted after its answer)."""
+
+    __slots__ = ("seconds",)
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+
 class FrameError(Exception):
     """The peer sent something that is not a Kafka frame; the connection is dropped."""
 
@@ -142,6 +152,8 @@ class Connection:
         self._sending = False  # an answer is being written (already off ``_pending``)
         self._pool_wait = False
         self._wake: asyncio.Future | None = None
+        self._muted_until = 0.0  # loop time until which a quota throttle keeps the connection unread
+        self._unmute: asyncio.TimerHandle | None = None
         self.closed = False
         self.requests = 0
         #: loop time of the accept and of the last byte read or written (connections.max.idle.ms)
@@ -196,13 +208,29 @@ class Connection:
 
     # ------------------------------------------------------------------ reading
     def _update_reading(self) -> None:
-        want = not self.closed and not self._finishing and not self._pool_wait and not self._pending_full
+        want = not self.closed and not self._finishing and not self._pool_wait and not self._pending_full \
+            and self._unmute is None
         if want and not self._reading:
             self.loop.add_reader(self.fd, self._on_readable)
             self._reading = True
         elif not want and self._reading:
             self.loop.remove_reader(self.fd)
             self._reading = False
+
+    def mute(self, seconds: float) -> None:
+        """Read no request for ``seconds`` (a client over its quota; a longer mute wins over a shorter one)."""
+        until = self.loop.time() + seconds
+        if self.closed or seconds <= 0 or until <= self._muted_until:
+            return
+        self._muted_until = until
+        if self._unmute is not None:
+            self._unmute.cancel()
+        self._unmute = self.loop.call_at(until, self._end_mute)
+        self._update_reading()
+
+    def _end_mute(self) -> None:
+        self._unmute = None
+        self._update_reading()
 
     def _on_readable(self) -> None:
         self._read_once()
@@ -332,6 +360,9 @@ class Connection:
                 close_after = bool(chunks) and chunks[-1] is CLOSE_AFTER
                 if close_after:
                     chunks = chunks[:-1]
+                mute_after = chunks[-1] if chunks and isinstance(chunks[-1], MuteAfter) else None
+                if mute_after is not None:
+                    chunks = chunks[:-1]
                 self._sending = True
                 try:
                     await self._send(chunks)
@@ -339,6 +370,8 @@ class Connection:
                     self._sending = False
                     release(chunks)
                 self.last_active = self.loop.time()
+                if mute_after is not None:
+                    self.mute(mute_after.seconds)
                 if close_after:
                     await self._finish()
                     self.close("closed after its response, as the protocol asks (failed authentication)")
@@ -487,6 +520,9 @@ class Connection:
         if self.closed:
             return
         self.closed = True
+        if self._unmute is not None:
+            self._unmute.cancel()
+            self._unmute = None
         if reason:
             (log.warning if warn else log.info)("gateway: closing connection from %s: %s", self.peer, reason)
         self._update_reading()

@@ -31,6 +31,8 @@ class GatewayContext(Protocol):
     group_coordinator_node: str | None
     #: the ACL authorizer (logan_ray.security.authorizer.Authorizer), None when authorizer.class.name is unset
     authorizer: Any
+    #: produce and fetch byte-rate quotas (client_quotas.ClientQuotas)
+    client_quotas: Any
 
     def api_versions(self) -> list[dict]:
         """The (api key, min, max) versions this gateway serves, for ApiVersions."""

@@ -31,7 +31,9 @@ from logan_ray.security.login_budget import (
     MAX_FAILED_AUTHENTICATIONS_PER_IP,
     FailedLoginBudget,
 )
+from logan_ray.security.quota_rate import WINDOW_NUM, WINDOW_SIZE_MS
 
+from .client_quotas import THROTTLED_APIS, ClientQuotas
 from .cluster import Cluster
 from .connection import CLOSE_AFTER, Connection, FrameError
 from .deadlines import CONNECTIONS_MAX_IDLE_MS, CONNECTIONS_MAX_UNAUTHENTICATED_MS, Deadlines
@@ -55,10 +57,10 @@ ACCEPT_RETRY_S = 0.1
 
 
 def _handler_table() -> HandlerTable:
-    from . import acl_api, admin, epochs, fetch, groups, leaders, meta, produce, reassign, sasl_ops
+    from . import acl_api, admin, epochs, fetch, groups, leaders, meta, produce, quota_api, reassign, sasl_ops
 
     table: HandlerTable = {}
-    for module in (meta, produce, fetch, epochs, admin, leaders, reassign, groups, sasl_ops, acl_api):  # groups after meta: its FindCoordinator wins
+    for module in (meta, produce, fetch, epochs, admin, leaders, reassign, groups, sasl_ops, acl_api, quota_api):  # groups after meta: its FindCoordinator wins
         for key, spec in module.HANDLERS.items():
             low, high, fn = spec
             codec_low, codec_high = protocol.ADVERTISED[key]
@@ -132,6 +134,10 @@ class Gateway:
         self.primary_listener: str | None = None
         #: the ACL authorizer (logan_ray.security.authorizer), None when authorizer.class.name is unset
         self.authorizer: Any = None
+        #: produce and fetch byte-rate quotas (KIP-13), configured in the router's durable metadata
+        self.client_quotas = ClientQuotas(
+            self.cluster.router if router is not None else None, _setting(None, described, "quota.window.num", WINDOW_NUM),
+            1000 * _setting(None, described, "quota.window.size.seconds", WINDOW_SIZE_MS // 1000))
         self.started = time.time()
         self.accepted = 0
         self.closed_bad_frames = 0
@@ -300,9 +306,10 @@ class Gateway:
             raise FrameError(f"{name} v{header.api_version} is not served by this gateway")
         # Returned even when no response is owed (acks=0): the request's bytes stay
         # counted until its handler is done, and later answers keep their order.
-        return self._loop.create_task(self._run(spec[2], conn, header, body))
+        return self._loop.create_task(self._run(spec[2], conn, header, body, len(frame)))
 
-    async def _run(self, handler: Handler, conn: Connection, header: Any, body: dict) -> list[Any] | None:
+    async def _run(self, handler: Handler, conn: Connection, header: Any, body: dict,
+                   request_bytes: int = 0) -> list[Any] | None:
         if conn.session is not None and conn.session.security.listener.name != self.primary_listener:
             set_other_listener(conn.session.security.listener.name)  # this task's context only
         try:
@@ -320,9 +327,13 @@ class Gateway:
                           header.api_version, conn.peer)
             conn.close("request handler failed")
             return None
-        if response is None:
+        chunks = None
+        if response is not None:
+            chunks = encode_response(header.api_key, header.api_version, header.correlation_id, response)
+        if header.api_key in THROTTLED_APIS:  # byte-rate quotas: throttle_time_ms, muting or an empty fetch
+            chunks = await self.client_quotas.apply(conn, header, response, chunks, request_bytes)
+        if chunks is None:
             return None
-        chunks = encode_response(header.api_key, header.api_version, header.correlation_id, response)
         if conn.state.pop("close_after_response", False):
             chunks.append(CLOSE_AFTER)
         return chunks
@@ -336,4 +347,5 @@ class Gateway:
                 "queued_request_bytes_peak": self.pool.peak, "queued_max_request_bytes": self.pool.capacity,
                 "memory_waits": self.pool.waits, "accept_errors": self.accept_errors, **self.quotas.stats(),
                 **self.deadlines.stats(), "refused_logins": self.login_budget.refused,
+                "quota_throttled_responses": self.client_quotas.throttled,
                 **self.cluster.channel_stats()}

@@ -1,12 +1,13 @@
-"""Schemas of the security APIs: SASL, SCRAM credentials and ACLs.
+"""Schemas of the security APIs: SASL, SCRAM credentials, ACLs and client quotas.
 
 Facts from Apache Kafka's message definitions (SaslHandshake, SaslAuthenticate,
 DescribeUserScramCredentials, AlterUserScramCredentials, DescribeAcls, CreateAcls,
-DeleteAcls); names are the upstream field names in snake_case.
+DeleteAcls, DescribeClientQuotas, AlterClientQuotas); names are the upstream field
+names in snake_case.
 """
 from __future__ import annotations
 
-from .schema import BYTES, INT8, INT16, INT32, INT64, STRING, A, Api, F, S
+from .schema import BOOL, BYTES, FLOAT64, INT8, INT16, INT32, INT64, STRING, A, Api, F, S
 
 SASL_HANDSHAKE = Api(
     17, "SaslHandshake", "0-1", "none",
@@ -152,6 +153,58 @@ DELETE_ACLS = Api(
     ],
 )
 
+_QUOTA_ENTITY = A(S(
+    F("entity_type", STRING),
+    F("entity_name", STRING, nullable="0+", default=None),
+))
+
+DESCRIBE_CLIENT_QUOTAS = Api(
+    48, "DescribeClientQuotas", "0-1", "1+",
+    request=[
+        F("components", A(S(
+            F("entity_type", STRING),
+            F("match_type", INT8),
+            F("match", STRING, nullable="0+", default=None),
+        ))),
+        F("strict", BOOL),
+    ],
+    response=[
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("entries", A(S(
+            F("entity", _QUOTA_ENTITY),
+            F("values", A(S(
+                F("key", STRING),
+                F("value", FLOAT64),
+            ))),
+        )), nullable="0+", default=None),
+    ],
+)
+
+ALTER_CLIENT_QUOTAS = Api(
+    49, "AlterClientQuotas", "0-1", "1+",
+    request=[
+        F("entries", A(S(
+            F("entity", _QUOTA_ENTITY),
+            F("ops", A(S(
+                F("key", STRING),
+                F("value", FLOAT64),
+                F("remove", BOOL),
+            ))),
+        ))),
+        F("validate_only", BOOL),
+    ],
+    response=[
+        F("throttle_time_ms", INT32),
+        F("entries", A(S(
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+            F("entity", _QUOTA_ENTITY),
+        ))),
+    ],
+)
+
 APIS = (
     SASL_HANDSHAKE,
     SASL_AUTHENTICATE,
@@ -160,4 +213,6 @@ APIS = (
     DESCRIBE_ACLS,
     CREATE_ACLS,
     DELETE_ACLS,
+    DESCRIBE_CLIENT_QUOTAS,
+    ALTER_CLIENT_QUOTAS,
 )

@@ -1,21 +1,20 @@
 """The gateway's ACL authorizer: a fresh-enough snapshot of the router's ACLs and the decisions on it.
 
-The router holds the ACLs durably; each gateway keeps a snapshot and asks the
-router for its version at most every :data:`REFRESH_S` (one small Ray call), so a
-change made anywhere applies on every gateway within that time, and at once on
-the gateway that made it. Decisions are those of :class:`logan_ray.security.acl.Decider`.
+The router holds the ACLs durably; each gateway keeps a snapshot
+(:class:`.router_snapshot.RouterSnapshot`: a change made anywhere applies on every
+gateway within :data:`REFRESH_S`, at once on the gateway that made it). Decisions are
+those of :class:`logan_ray.security.acl.Decider`.
 """
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 from . import acl
 from .client_host import client_host
+from .router_snapshot import REFRESH_S, RouterSnapshot
 from .tls import ANONYMOUS
 
-REFRESH_S = 1.0
+__all__ = ["REFRESH_S", "Authorizer", "who"]
 
 
 class Authorizer:
@@ -23,26 +22,16 @@ class Authorizer:
         self.router = router
         self.super_users = list(super_users)
         self.allow_if_no_acl = allow_if_no_acl
-        self._version = -1
-        self._checked = 0.0
-        self._decider = acl.Decider([], self.super_users, allow_if_no_acl)
-        self._lock = asyncio.Lock()
+        self._snapshot = RouterSnapshot(
+            lambda: router.acl_version.remote(), lambda: router.acls.remote(),
+            lambda bindings: acl.Decider(bindings, self.super_users, self.allow_if_no_acl),
+            acl.Decider([], self.super_users, allow_if_no_acl))
 
     async def decider(self, fresh: bool = False) -> acl.Decider:
-        now = time.monotonic()
-        if fresh or now - self._checked > REFRESH_S:
-            async with self._lock:
-                if fresh or time.monotonic() - self._checked > REFRESH_S:
-                    version = await self.router.acl_version.remote()
-                    if version != self._version:
-                        version, bindings = await self.router.acls.remote()
-                        self._decider = acl.Decider(bindings, self.super_users, self.allow_if_no_acl)
-                        self._version = version
-                    self._checked = time.monotonic()
-        return self._decider
+        return await self._snapshot.get(fresh)
 
     def invalidate(self) -> None:
-        self._checked = 0.0
+        self._snapshot.invalidate()
 
 
 def who(conn: Any) -> tuple[str, str]:

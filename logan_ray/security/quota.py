@@ -104,7 +104,7 @@ class QuotaTable:
     """Every configured entity's values; answers which limit of a type applies to (user, client id)."""
 
     def __init__(self, entries: Iterable[tuple[Entity, dict[str, Any]]] = ()) -> None:
-        self.entries: dict[Entity, dict[str, Any]] = {tuple(map(tuple, e)): dict(v) for e, v in entries if v}
+        self.entries: dict[Entity, dict[str, Any]] = {tuple(sorted(map(tuple, e))): dict(v) for e, v in entries if v}
 
     def __bool__(self) -> bool:
         return bool(self.entries)
