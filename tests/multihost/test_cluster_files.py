@@ -45,7 +45,8 @@ def test_launcher_file_passes_rays_validation_and_starts_logan_ray_on_every_node
     assert "RAY_AUTH_MODE=token ray start --address=$RAY_HEAD_IP:6379" in workers
     assert config["file_mounts"]["~/.ray/auth_token"] == "~/.ray/auth_token"
     # logan-ray on the head, with a gateway on each node's own address and a fixed data dir
-    assert "logan-ray start --address auto --data-dir /var/lib/logan-ray --host node-ip --port 9092" in head
+    # (its listener security: tests/multihost/test_deploy_security.py)
+    assert "logan-ray start --address auto --data-dir /var/lib/logan-ray --config listeners=SASL_SSL://:9092" in head
     if prepared["provider"]["type"] == "local":
         node_type = prepared["available_node_types"]["local.cluster.node"]
         assert node_type["min_workers"] == node_type["max_workers"] == len(config["provider"]["worker_ips"])
@@ -91,7 +92,7 @@ def check_raycluster(doc: dict) -> None:
         assert w["minReplicas"] == w["maxReplicas"] == w["replicas"]  # nodes holding partitions never scale away
     head = spec["headGroupSpec"]["template"]["spec"]["containers"][0]
     start = " ".join(head["lifecycle"]["postStart"]["exec"]["command"])
-    assert "logan-ray start --address auto --host node-ip --port 9092" in start
+    assert "logan-ray start --address auto --config listeners=SASL_SSL://:9092" in start
 
 
 def test_kuberay_manifest_has_what_the_raycluster_crd_requires():

@@ -8,7 +8,10 @@ work from the root namespace (confluent-kafka follows Metadata to the host that 
 each partition) and from inside the hosts (a consumer group with a member on each host).
 What the copy changes, and why: setup_commands only checks the install (the hosts share
 this machine's file system, where logan-ray is installed; the real command would run
-scripts/setup.sh), the data dir is the bed's per-host disk, no HTTP console (seconds of
+scripts/setup.sh), one PLAINTEXT listener on each host's address (`--host node-ip --port 9092`)
+instead of the file's SASL_SSL one and no admin user (the bed has no certificates; the file's
+listener security is checked by tests/multihost/test_deploy_security.py), no secrets mount,
+the data dir is the bed's per-host disk, no HTTP console (seconds of
 Ray Serve start-up), a small object store, and faster failure detection (Ray's health
 checks, the raylets' wait for a gone head) so the test fits its time budget.
 The network cut of a replicated partition's leader host (issue 17's fault tests) runs on this
@@ -62,15 +65,18 @@ def launcher_copy(bed: TestBed, path: str) -> dict:
     cfg["provider"].update(head_ip=head.ip, worker_ips=[w.ip for w in workers])
     cfg["auth"]["ssh_private_key"] = bed.key
     cfg["file_mounts"]["~/logan-ray"] = REPO
+    cfg["file_mounts"].pop("~/logan-ray-secrets", None)
     cfg["setup_commands"] = ["python3 -c 'import logan_ray, ray'"]
 
     def adapt(cmd: str) -> str:
         cmd = cmd.replace("/var/lib/logan-ray", bed.data_path).replace("logan-ray start", "logan-ray start --http off")
+        cmd = re.sub(r"( --config (listeners|ssl\.[\w.]+|authorizer\.class\.name|super\.users)=\S+)+",
+                     " --host node-ip --port 9092", cmd)
         cmd = re.sub(r"(?<![\w-])ray start", "ray start --object-store-memory=150000000", cmd)
         return FAST + cmd
 
     for key in ("head_start_ray_commands", "worker_start_ray_commands"):
-        cfg[key] = [adapt(c) for c in cfg[key]]
+        cfg[key] = [adapt(c) for c in cfg[key] if "logan-ray users set" not in c]
     with open(path, "w") as f:
         yaml.safe_dump(cfg, f)
     return cfg
