@@ -85,8 +85,8 @@ def test_http_insecure_lets_it_through_with_one_warning_line(tmp_path):
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        r = subprocess.run([*CLI, "--data-dir", str(tmp_path / "d"), "start", "--foreground", "--http",
-                            f"0.0.0.0:{port}", "--http-insecure"], capture_output=True, timeout=60)
+        r = subprocess.run([*CLI, "--data-dir", str(tmp_path / "d"), "start", "--foreground", "--port", "0",
+                            "--http", f"0.0.0.0:{port}", "--http-insecure"], capture_output=True, timeout=60)
     lines = r.stderr.decode().splitlines()
     assert r.returncode == 1 and len(lines) == 2, lines
     assert "WARNING" in lines[0] and "no authentication" in lines[0] and "cannot serve the HTTP API" in lines[1]
