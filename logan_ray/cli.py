@@ -9,7 +9,7 @@ clear line on stderr and a non-zero exit within seconds, never a traceback or a 
 One module per command group, each adding its subcommands to the parser:
 :mod:`.broker_cli` (start, stop, status), :mod:`.topic_cli` (topic, compact),
 :mod:`.produce_consume_cli`, :mod:`.group_cli` (groups), :mod:`.security_cli`
-(users, acls), :mod:`.node_cli` (node drain, leaders elect), :mod:`.partitions_cli` (partitions reassign,
+(users, acls), :mod:`.quota_cli` (quotas), :mod:`.node_cli` (node drain, leaders elect), :mod:`.partitions_cli` (partitions reassign,
 rebalance); what they share is :mod:`.cli_common`.
 """
 from __future__ import annotations
@@ -26,6 +26,7 @@ from .group_cli import add_groups_parser, run_groups
 from .node_cli import add_node_parsers
 from .partitions_cli import add_partitions_parsers
 from .produce_consume_cli import add_produce_consume_parsers
+from .quota_cli import add_quotas_parser, run_quotas
 from .security_cli import RaySecurity, add_acls_parser, add_users_parser, run_acls, run_users
 from .topic_cli import add_topic_parsers
 
@@ -48,6 +49,13 @@ def cmd_acls(args: argparse.Namespace) -> int:
     return run_acls(_security(args), args)
 
 
+def cmd_quotas(args: argparse.Namespace) -> int:
+    if args.bootstrap_server:  # librdkafka's admin client has no client quota APIs to send them with
+        raise ValueError("logan-ray quotas talks to the broker through Ray: leave out --bootstrap-server "
+                         "(or use Kafka's kafka-configs --alter --add-config against the gateway)")
+    return run_quotas(RaySecurity(connect(args)), args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="logan-ray", description="A Kafka-compatible streaming log on Ray.")
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -59,6 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_groups_parser(sub).set_defaults(func=cmd_groups)
     add_users_parser(sub).set_defaults(func=cmd_users)
     add_acls_parser(sub).set_defaults(func=cmd_acls)
+    add_quotas_parser(sub).set_defaults(func=cmd_quotas)
     _add_global_options(p)
     return p
 

@@ -53,7 +53,8 @@ def _password(args: argparse.Namespace) -> str:
 
 
 class RaySecurity:
-    """Users and ACLs through the router's actor (Ray); ``kafka_backend.KafkaSecurity`` is the same over Kafka."""
+    """Users, ACLs and client quotas through the router's actor (Ray); ``kafka_backend.KafkaSecurity`` is the
+    same for users and ACLs over Kafka."""
 
     def __init__(self, client: Any) -> None:
         self._router = client.router
@@ -83,6 +84,14 @@ class RaySecurity:
 
     def remove_acls(self, bindings: list[list[Any]]) -> list[list[Any]]:
         return get(self._router.remove_acls.remote(bindings))
+
+    def quotas(self) -> list[list[Any]]:
+        """[[entity, values], ...] of every client quota (logan_ray.quota_cli)."""
+        _version, entries = get(self._router.quotas.remote())
+        return entries
+
+    def alter_quotas(self, changes: list[list[Any]]) -> None:
+        get(self._router.alter_quotas.remote(changes))
 
 
 def run_users(sec: Any, args: argparse.Namespace) -> int:
