@@ -55,7 +55,7 @@ async def sasl_handshake(gw: "Gateway", conn: "Connection", header: Any, body: d
         _close_after(conn)
         return {"error_code": codes.ILLEGAL_SASL_STATE, "mechanisms": mechanisms}
     session.mechanism = mechanism
-    session.server = server_for(mechanism)
+    session.server = server_for(mechanism, session.security.oauth)
     return {"error_code": codes.NONE, "mechanisms": mechanisms}
 
 
@@ -121,7 +121,8 @@ async def sasl_authenticate(gw: "Gateway", conn: "Connection", header: Any, body
             principal = f"User:{server.user}"
             if session.authenticated and principal != session.principal:
                 raise SaslFailed("Cannot change principals during re-authentication")
-            out["session_lifetime_ms"] = session.authenticated_as(principal)
+            # an OAUTHBEARER token's exp bounds the session (KIP-368), as connections.max.reauth.ms does
+            out["session_lifetime_ms"] = session.authenticated_as(principal, getattr(server, "expires_at_ms", None))
             conn.max_frame = gw.max_frame_bytes
             log.info("gateway: %s authenticated as %s with %s", conn.peer, principal, server.mechanism)
     except SaslFailed as e:
