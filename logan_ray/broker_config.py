@@ -199,6 +199,9 @@ _SETTINGS: dict[str, _Setting] = {
                                                   "which its logins fail at once (-1: no limit)"),
     "failed.authentications.per.ip.window.ms": _Setting(_int_range(1, LONG_MAX), "60000",
                                                         "window of max.failed.authentications.per.ip"),
+    # client quotas (docs/security.md, "Quotas"): the windows rates are measured over
+    "quota.window.num": _Setting(_int_range(1, INT_MAX), "11", "samples a client's byte rate is measured over"),
+    "quota.window.size.seconds": _Setting(_int_range(1, INT_MAX), "1", "length of each sample"),
     # TLS
     "ssl.keystore.type": _Setting(_pem_only, "PEM", "PEM: ssl.keystore.location holds key and certificate chain"),
     "ssl.keystore.location": _Setting(_string, None, "PEM file with the private key and certificate chain"),
@@ -260,6 +263,7 @@ KAFKA_TYPES: dict[str, int | None] = {
     "max.connections.per.ip": INT, "max.connections.per.ip.overrides": STRING, "connections.max.reauth.ms": LONG,
     "connections.max.idle.ms": LONG, "connections.max.unauthenticated.ms": LONG,  # the second is logan-ray's own
     "max.failed.authentications.per.ip": INT, "failed.authentications.per.ip.window.ms": LONG,  # logan-ray's own
+    "quota.window.num": INT, "quota.window.size.seconds": INT,
     "ssl.keystore.type": STRING, "ssl.keystore.location": STRING, "ssl.keystore.password": PASSWORD,
     "ssl.key.password": PASSWORD, "ssl.truststore.type": STRING, "ssl.truststore.location": STRING,
     "ssl.truststore.password": PASSWORD, "ssl.client.auth": STRING, "ssl.enabled.protocols": LIST,
