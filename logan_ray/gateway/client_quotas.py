@@ -53,6 +53,8 @@ class ClientQuotas:
                                             QuotaTable, QuotaTable())
         self.sensors = {PRODUCE: Sensors(window_num, window_size_ms), FETCH: Sensors(window_num, window_size_ms)}
         self.throttled = 0
+        self._idle_after_ms = window_num * window_size_ms
+        self._swept_ms = 0.0
 
     async def table(self, fresh: bool = False) -> QuotaTable:
         if self._snapshot is None:
@@ -62,7 +64,7 @@ class ClientQuotas:
         except Exception as e:  # the router is away: keep enforcing what was last known
             log.debug("gateway: client quotas not refreshed: %s", e)
             self._snapshot.invalidate()
-            return self._snapshot._value
+            return self._snapshot.current
 
     def invalidate(self) -> None:
         if self._snapshot is not None:
@@ -85,6 +87,10 @@ class ClientQuotas:
             return chunks
         nbytes = request_bytes if api_key == PRODUCE else sum(len(c) for c in chunks or ())
         now_ms = asyncio.get_running_loop().time() * 1000.0
+        if now_ms - self._swept_ms > self._idle_after_ms:  # clients come and go: forget their idle rates
+            self._swept_ms = now_ms
+            for sensors in self.sensors.values():
+                sensors.forget_idle(now_ms)
         rate = self.sensors[api_key].rate(limit.bucket)
         rate.record(nbytes, now_ms)
         wait_ms = rate.throttle_ms(limit.bound, now_ms)

@@ -42,6 +42,10 @@ class Rate:
         if self._samples:
             self._samples[-1][1] -= value
 
+    def idle_since(self, when_ms: float) -> bool:
+        """Nothing was recorded at or after ``when_ms``."""
+        return not self._samples or self._samples[-1][0] < when_ms
+
     def span_ms(self, now_ms: float) -> float:
         """The time the rate is measured over (Kafka's Rate.windowSize)."""
         oldest = self._samples[0][0] if self._samples else now_ms
@@ -87,5 +91,8 @@ class Sensors:
     def forget_idle(self, now_ms: float) -> None:
         """Drop buckets with nothing in their windows (Kafka expires idle quota sensors)."""
         horizon = now_ms - self.num * self.window_ms
-        for bucket in [b for b, r in self._rates.items() if not r._samples or r._samples[-1][0] < horizon]:
+        for bucket in [b for b, r in self._rates.items() if r.idle_since(horizon)]:
             del self._rates[bucket]
+
+    def __len__(self) -> int:
+        return len(self._rates)

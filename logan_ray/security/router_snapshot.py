@@ -43,5 +43,10 @@ class RouterSnapshot(Generic[T]):
                     self._checked = time.monotonic()
         return self._value
 
+    @property
+    def current(self) -> T:
+        """What was last fetched (no router call)."""
+        return self._value
+
     def invalidate(self) -> None:
         self._checked = 0.0

@@ -111,3 +111,11 @@ def test_throttled_bytes_can_be_taken_back() -> None:
     assert r.throttle_ms(1000, 0) == 20_000
     r.unrecord(30_000, now_ms=0)
     assert r.throttle_ms(1000, 0) == 0
+
+
+def test_rates_of_clients_gone_for_all_the_windows_are_forgotten() -> None:
+    s = Sensors(num=11, window_ms=1000)
+    s.record_and_throttle(("gone", ""), 10, bound=1000, now_ms=0)
+    s.record_and_throttle(("here", ""), 10, bound=1000, now_ms=10_000)
+    s.forget_idle(now_ms=11_500)
+    assert len(s) == 1 and s.rate(("here", "")).measure(11_500) > 0
