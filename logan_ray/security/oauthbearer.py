@@ -21,7 +21,7 @@ MECHANISM = "OAUTHBEARER"
 _GS2 = re.compile(rb"n,(?:a=([^,]*))?,\x01(.*)\x01\x01", re.DOTALL)
 _KEY = re.compile(r"[A-Za-z]+")
 _VALUE = re.compile(r"[\x21-\x7E \t\r\n]+")
-_BEARER = re.compile(r"Bearer +([-_.a-zA-Z0-9]+) *")
+_BEARER = re.compile(r"Bearer +([-_.a-zA-Z0-9]+) *", re.IGNORECASE)  # the scheme is case-insensitive
 #: Kafka's broker settings for OAUTHBEARER validation: name -> default (None: no default).
 SETTINGS = {
     "sasl.oauthbearer.jwks.endpoint.url": None,

@@ -151,6 +151,7 @@ def test_the_initial_response_gives_authzid_token_and_extensions():
     r = parse_initial_response(b"n,a=alice,\x01auth=Bearer abc.def.ghi\x01traceId=123\x01\x01")
     assert (r.authzid, r.token, r.extensions) == ("alice", "abc.def.ghi", {"traceId": "123"})
     assert parse_initial_response(b"n,,\x01auth=Bearer a.b.c\x01\x01").authzid == ""
+    assert parse_initial_response(b"n,,\x01auth=bearer a.b.c\x01\x01").token == "a.b.c"  # RFC 6750: any case
     for bad in (b"n,,auth=Bearer a.b.c", b"n,,\x01auth=Basic xyz\x01\x01", b"y,,\x01auth=Bearer a.b.c\x01\x01",
                 b"n,,\x01traceId=1\x01\x01"):
         with pytest.raises(InvalidInitialResponse):

@@ -228,3 +228,46 @@ def test_acls_apply_to_the_principal_named_by_the_tokens_claim(provider, tmp_pat
                             corr=2)["error_code"] == 0
                 answers[sub] = call(s, 29, 1, describe, corr=3)["error_code"]
         assert answers == {"alice": 31, "bob": 0, "admin": 0}  # 31: CLUSTER_AUTHORIZATION_FAILED
+
+
+def _kafka_python_provider(token: str):
+    from kafka.net.sasl.oauth import AbstractTokenProvider
+
+    class Tokens(AbstractTokenProvider):
+        def token(self):
+            return token
+
+        def extensions(self):
+            return {"traceId": "t-1"}  # KIP-342 extensions ride along and are accepted
+    return Tokens()
+
+
+def kafka_python_admin(port: int, token: str) -> None:
+    """A kafka-python admin client logging in with ``token``; what it does after the login is not checked
+    (the stand-in router serves no Metadata)."""
+    from kafka import KafkaAdminClient
+
+    try:
+        KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}", security_protocol="SASL_PLAINTEXT",
+                         sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=_kafka_python_provider(token),
+                         request_timeout_ms=4000).close()
+    except Exception:
+        pass
+
+
+def test_kafka_python_logs_in_with_a_token_and_extensions(provider, tmp_path, caplog):
+    token = provider.token(provider.claims(sub="dave"), alg="ES256", kid="ec-1")
+    caplog.set_level("INFO", logger="logan_ray.gateway")
+    with oauth_gateway(provider, tmp_path) as (gw, port):
+        kafka_python_admin(port, token)
+    assert "authenticated as User:dave with OAUTHBEARER" in caplog.text
+
+
+def test_kafka_python_with_an_expired_token_is_refused(provider, tmp_path, caplog):
+    token = provider.token(provider.claims(sub="dave", exp=int(time.time()) - 120, iat=int(time.time()) - 900))
+    caplog.set_level("INFO", logger="logan_ray")
+    with oauth_gateway(provider, tmp_path) as (gw, port):
+        kafka_python_admin(port, token)
+    assert "failed SASL OAUTHBEARER authentication" in caplog.text and "invalid_token" in caplog.text
+    assert "token refused: the token expired" in caplog.text
+    assert "authenticated as" not in caplog.text
