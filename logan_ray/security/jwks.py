@@ -136,23 +136,34 @@ class JwksCache:
         return [k for k in self.keys if kid is None or k.kid == kid]
 
     async def keys_for(self, kid: str | None) -> list[Jwk]:
-        """The keys for ``kid``, fetching the set again (off the loop) when it is due or lacks that kid."""
+        """The keys for ``kid``. A set lacking that kid is fetched again (off the loop) and waited for; a set
+        older than the refresh interval is fetched again in the background, and this login goes on with the
+        keys it has (an unreachable provider must not slow every login down by the fetch timeout)."""
         if self.remote:
             now = time.monotonic()
-            stale = now - self.fetched_at > self.refresh_ms / 1000.0
-            unknown = not self.matching(kid) and now - self._tried_at > self.retry_backoff_ms / 1000.0
-            if stale or unknown:
+            due = now - self._tried_at > self.retry_backoff_ms / 1000.0
+            if due and not self.matching(kid):
                 await self._refresh()
+            elif due and now - self.fetched_at > self.refresh_ms / 1000.0:
+                self._start_refresh()
         return self.matching(kid)
 
+    def _start_refresh(self) -> asyncio.Future:
+        if self._refreshing is None:  # one fetch at a time; concurrent logins share it
+            self._tried_at = time.monotonic()
+            future = asyncio.get_running_loop().run_in_executor(None, self.load)
+            future.add_done_callback(self._refreshed)
+            self._refreshing = future
+        return self._refreshing
+
+    def _refreshed(self, future: asyncio.Future) -> None:
+        if self._refreshing is future:
+            self._refreshing = None
+        if not future.cancelled() and future.exception() is not None:
+            log.warning("OAUTHBEARER: %s (the keys fetched before stay in use)", future.exception())
+
     async def _refresh(self) -> None:
-        if self._refreshing is None:  # one fetch at a time; concurrent logins wait for the same one
-            self._refreshing = asyncio.get_running_loop().run_in_executor(None, self.load)
-        future = self._refreshing
         try:
-            await asyncio.wait_for(asyncio.shield(future), self.timeout_s + 1.0)
-        except Exception as e:  # keep serving with the keys fetched before; the token then fails or passes on them
-            log.warning("OAUTHBEARER: %s", e)
-        finally:
-            if future.done() and self._refreshing is future:
-                self._refreshing = None
+            await asyncio.wait_for(asyncio.shield(self._start_refresh()), self.timeout_s + 1.0)
+        except Exception:
+            pass  # logged by _refreshed; the token is then checked against the keys fetched before

@@ -293,3 +293,20 @@ def test_oauthbearer_is_a_known_mechanism_and_its_settings_have_kafkas_defaults(
     assert s.get("sasl.oauthbearer.clock.skew.seconds") == 30
     assert s.get("sasl.oauthbearer.jwks.endpoint.refresh.ms") == 3_600_000
     assert s.get("sasl.oauthbearer.expected.audience") is None
+
+
+def test_a_due_refresh_from_a_provider_that_hangs_does_not_hold_up_the_login(provider):
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # accepts, never answers
+        cache = JwksCache(f"http://127.0.0.1:{silent.getsockname()[1]}/jwks", refresh_ms=1, timeout_s=3.0)
+        cache.keys, cache.fetched_at = parse_jwks(json.dumps(provider.jwks())), 0.0  # fetched long ago
+
+        async def run():
+            t0 = time.monotonic()
+            keys = await cache.keys_for("rsa-1")
+            took = time.monotonic() - t0
+            await asyncio.sleep(3.5)  # let the background fetch time out before the loop closes
+            return keys, took
+        keys, took = asyncio.run(run())
+        assert [k.kid for k in keys] == ["rsa-1"] and took < 0.5
