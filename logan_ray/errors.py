@@ -25,6 +25,7 @@ from logan_ray.common.errors import (  # noqa: F401  (re-exported)
     NoReassignmentInProgressError,
     NonEmptyGroupError,
     NotCoordinatorError,
+    NotLeaderOrFollowerError,
     NotRunningError,
     PartitionHibernatedError,
     RebalanceInProgressError,

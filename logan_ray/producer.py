@@ -46,6 +46,7 @@ from .errors import (
     InvalidRecordError,
     InvalidTimestampError,
     LoganError,
+    NotLeaderOrFollowerError,
     NotRunningError,
     PartitionHibernatedError,
     RecordTooLargeError,
@@ -738,6 +739,12 @@ class Producer:
                     cause = getattr(e, "cause", e)
                     if isinstance(cause, PartitionHibernatedError):
                         self._resend_from(state, e)  # refused unwritten: the partition's next actor takes it
+                        continue
+                    if isinstance(cause, NotLeaderOrFollowerError) and head.attempts <= self._retries:
+                        # retriable, as for Kafka's producer: a leadership move, or a leader whose node's lease
+                        # lapsed (a starved machine) and is renewed or replaced; the same sequences go again, so
+                        # a batch written before the refusal is not written twice
+                        self._resend_from(state, e)
                         continue
                     if type(cause).__name__ == "OutOfOrderSequenceError" and head.attempts > 1:
                         self._resend_from(state, e)  # an earlier batch was lost with the crash; resend in order
