@@ -404,10 +404,6 @@ def test_mixed_group_python_api_and_confluent(client, gateway, coordinator, topi
 
     client.create_topic(topic_name, PARTITIONS)
     group = f"mixed-{topic_name}"
-    p = client.producer()
-    for i in range(120):
-        p.send(topic_name, b"m%03d" % i, partition=i % PARTITIONS)
-    p.close()
     py = client.consumer(topic_name, group=group, auto_offset_reset="earliest", session_timeout_ms=6000,
                          heartbeat_interval_ms=200, auto_commit_interval_ms=200)
     py_values: list[bytes] = []
@@ -427,6 +423,11 @@ def test_mixed_group_python_api_and_confluent(client, gateway, coordinator, topi
         assert d["protocol_data"] == "range"  # the one strategy both offer
         by_client = {m["client_id"]: sorted(p for _, p in m["assignment"]) for m in d["members"]}
         assert by_client["logan-ray-python"] in ([0, 1, 2], [3, 4, 5]) and len(by_client) == 2
+        # produced once both are members: the first to join (alone, all partitions) reads nothing before
+        p = client.producer()
+        for i in range(120):
+            p.send(topic_name, b"m%03d" % i, partition=i % PARTITIONS)
+        p.close()
         wait_for(lambda: len(set(py_values) | set(ck.values)) == 120, what="all records between the two")
         assert set(py_values).isdisjoint(ck.values) and py_values and ck.values
         py_parts = {TopicPartition(topic_name, p) for p in by_client["logan-ray-python"]}
