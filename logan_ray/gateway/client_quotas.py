@@ -49,6 +49,8 @@ class ClientQuotas:
     def __init__(self, router: Any, window_num: int = WINDOW_NUM, window_size_ms: int = WINDOW_SIZE_MS) -> None:
         self._snapshot: RouterSnapshot[QuotaTable] | None = None
         if router is not None:
+            # the first load is waited for (a quota holds from a gateway's first request); later refreshes
+            # run in the background, so a stalled router never holds a produce or fetch back
             self._snapshot = RouterSnapshot(lambda: router.quota_version.remote(), lambda: router.quotas.remote(),
                                             QuotaTable, QuotaTable())
         self.sensors = {PRODUCE: Sensors(window_num, window_size_ms), FETCH: Sensors(window_num, window_size_ms)}
@@ -63,7 +65,6 @@ class ClientQuotas:
             return await self._snapshot.get(fresh)
         except Exception as e:  # the router is away: keep enforcing what was last known
             log.debug("gateway: client quotas not refreshed: %s", e)
-            self._snapshot.invalidate()
             return self._snapshot.current
 
     def invalidate(self) -> None:
