@@ -47,6 +47,7 @@ class SecureBroker:
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 180
         lines = []
+        kafka = None
         while time.monotonic() < deadline:
             line = self.proc.stdout.readline().decode()
             lines.append(line)
@@ -56,12 +57,26 @@ class SecureBroker:
             m = re.match(r"http:\s+(\S+?)/?\s", line)
             if m:
                 self.http_url = m.group(1)
+            m = re.match(r"kafka:\s+(\S+)", line)
+            if m:
+                kafka = m.group(1)
             if "is running" in line:
+                if not self.listeners and kafka:  # one listener: the CLI prints it as "kafka:" alone
+                    self.listeners[self._only_listener()] = kafka
                 return self
             if not line and self.proc.poll() is not None:
                 break
         self.proc.kill()
         raise AssertionError("broker did not start:\n" + "".join(lines))
+
+    def _only_listener(self) -> str:
+        """The name of the one listener of the properties file (``listeners=NAME://host:port``)."""
+        with open(self.properties) as f:
+            for line in f:
+                key, _, value = line.strip().partition("=")
+                if key.strip() == "listeners":
+                    return value.strip().split("://", 1)[0]
+        return "PLAINTEXT"
 
     def stop(self) -> str:
         if self.proc is None:
