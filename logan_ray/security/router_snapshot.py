@@ -6,12 +6,14 @@ call) and fetches the data only when it moved, so a change made anywhere applies
 on every gateway within that time, and at once on the gateway that made it
 (:meth:`RouterSnapshot.invalidate`).
 
-Once loaded, a refresh runs in the background and requests are answered from the
-copy they have: a request never waits on the router, so a router that is busy (an
-election), restarting or stopped does not stall every produce and fetch of the
-cluster (these snapshots sit on their path). Only the first load (when ``strict``:
-ACLs fail closed until they are known) and a refresh right after this gateway's own
-change are waited for.
+Once loaded, a refresh runs as a task of its own, and the requests that come while
+it runs wait for it at most :data:`WAIT_S` after it began: with a router that answers
+(milliseconds), a change made anywhere still holds for every request from
+:data:`REFRESH_S` after it; a router that is busy (an election), restarting or stopped
+delays requests by :data:`WAIT_S` once, and then they are answered from the copy they
+have, so it never stalls every produce and fetch of the cluster (these snapshots sit
+on their path). The first load (when ``strict``: ACLs fail closed until they are
+known) and a refresh right after this gateway's own change are waited for in full.
 """
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ import time
 from typing import Any, Awaitable, Callable, Generic, TypeVar
 
 REFRESH_S = 1.0
+#: the longest a request waits for a refresh that began when (or before) it came
+WAIT_S = 0.5
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +49,7 @@ class RouterSnapshot(Generic[T]):
         self._must_wait = strict  # the next get waits for a refresh (first load, or after invalidate)
         self._lock = asyncio.Lock()
         self._task: asyncio.Task | None = None
+        self._task_began = 0.0
 
     async def get(self, fresh: bool = False) -> T:
         if fresh or self._must_wait:
@@ -56,8 +61,18 @@ class RouterSnapshot(Generic[T]):
                         self._checked = time.monotonic()  # the background retries after REFRESH_S
                         self._must_wait = self._strict and self._version < 0
                         raise
-        elif time.monotonic() - self._checked > REFRESH_S and (self._task is None or self._task.done()):
-            self._task = asyncio.get_running_loop().create_task(self._refresh_in_background())
+        else:
+            now = time.monotonic()
+            if now - self._checked > REFRESH_S and (self._task is None or self._task.done()):
+                self._task = asyncio.get_running_loop().create_task(self._refresh_in_background())
+                self._task_began = now
+            if self._task is not None and not self._task.done():
+                left = self._task_began + WAIT_S - now
+                if left > 0:
+                    try:
+                        await asyncio.wait_for(asyncio.shield(self._task), left)
+                    except asyncio.TimeoutError:
+                        pass  # the router is slow: this copy serves meanwhile
         return self._value
 
     async def _refresh(self) -> None:
