@@ -199,3 +199,16 @@ def test_a_consumer_reading_a_log_with_a_duplicate_in_order_reports_the_duplicat
     h.poll("c0", [(0, 2, "p0-b")], generation=1)  # the next offset: no skip, no going back
     examples = only(check(h), "duplicate")
     assert examples == [{"partition": 0, "value": "p0-b", "offsets": [1, 2]}]
+
+
+def test_a_send_acknowledged_without_an_offset_is_checked_by_its_value_alone():
+    """librdkafka acknowledges some sends without an offset (confluent-kafka's offset() is None):
+    the check must not fail on them (CI's run raised TypeError), and they must still be read."""
+    h = clean()
+    h.send("p0", "k", "no-offset", 0)
+    h.ack("no-offset", 0, None)
+    h.poll("final", [(0, 3, "no-offset")], generation="final")
+    assert check(h).valid
+    h.send("p0", "k", "no-offset-never-read", 0)
+    h.ack("no-offset-never-read", 0, None)
+    assert only(check(h), "unseen")[0]["value"] == "no-offset-never-read"
