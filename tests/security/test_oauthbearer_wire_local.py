@@ -19,7 +19,7 @@ from oauth_provider import Provider, settings
 from logan_ray.broker_config import resolve
 from logan_ray.protocol import decode_response, encode_request
 from logan_ray.security.config import gateway_security, listener_securities
-from tests.tooling.served_gateway import served_gateway
+from tests.tooling.served_gateway import closed_by_peer, served_gateway
 
 SASL_AUTHENTICATION_FAILED = 58
 
@@ -56,18 +56,6 @@ def _exact(sock: socket.socket, n: int) -> bytes:
             raise ConnectionError("closed")
         buf += chunk
     return buf
-
-
-def _closed(sock: socket.socket, timeout: float = 10) -> bool:
-    sock.settimeout(timeout)
-    try:
-        while sock.recv(65536):
-            pass
-    except socket.timeout:
-        return False
-    except ConnectionError:
-        pass
-    return True
 
 
 def logged_in(gw) -> list[str]:
@@ -163,7 +151,7 @@ def test_a_refused_token_gets_the_json_challenge_then_sasl_authentication_failed
             assert r["error_code"] == 0 and json.loads(r["auth_bytes"]) == {"status": "invalid_token"}
             r = call(s, 36, 2, {"auth_bytes": b"\x01"}, corr=3)
             assert r["error_code"] == SASL_AUTHENTICATION_FAILED and "invalid_token" in r["error_message"]
-            assert _closed(s)
+            assert closed_by_peer(s)
         assert logged_in(gw) == []
 
 
