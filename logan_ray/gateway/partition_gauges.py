@@ -9,7 +9,8 @@ gateway (long-lived, pinned to its node), publishes them all: every ``INTERVAL_S
 router for the node's partitions (``RouterActor.node_log_stats``: an active partition's
 figures from its actor, an inactive one's folder), reads the inactive folders itself, on its
 node, from the checkpoints a clean close wrote (``ClosedLog``; nothing is started, no Ray
-task), and sets the gauges. The
+task), and sets the gauges, with the partition's replica, in-sync replica and under-replicated
+figures from the router's metadata (what Kafka's per-partition metrics of those names say). The
 counters and latency histograms stay in the partition actors: they only move while active.
 A partition that left the node (deleted, moved) keeps its last values until the gateway
 restarts, since a series cannot be withdrawn.
@@ -34,6 +35,10 @@ GAUGES = {
     "logan_ray_size_bytes": ("Bytes on disk", "size_bytes"),
     "logan_ray_segments": ("Segment count", "segment_count"),
     "logan_ray_partition_active": ("1 while the partition has a process (actor), 0 while inactive", "active"),
+    "logan_ray_replicas": ("Replicas of the partition (its replica set, leader included)", "replicas"),
+    "logan_ray_in_sync_replicas": ("In-sync replicas of the partition (leader included)", "in_sync_replicas"),
+    "logan_ray_under_replicated": ("1 while the partition has fewer in-sync replicas than replicas",
+                                   "under_replicated"),
 }
 
 

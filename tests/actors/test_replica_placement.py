@@ -150,3 +150,14 @@ def test_a_one_replica_partition_is_replicated_once_a_reassignment_records_its_r
     assert reassignment.complete(rec)
     assert {"node_id": "n3", "node_ip": ALIVE["n3"]} in rec["replicas"]
     assert rp.replicated({"replication_factor": 3, "placement": {}}, 0)
+
+
+def test_a_partition_with_a_follower_out_of_the_isr_is_published_as_under_replicated():
+    t = {"replication_factor": 3, "placement": {"0": {"node_id": "n1", "node_ip": ALIVE["n1"]},
+                                                 "1": {"node_id": "n2", "node_ip": ALIVE["n2"]}},
+         "leaders": {"0": {"replicas": [{"node_id": n} for n in ("n1", "n2", "n3")], "isr": ["n1", "n3"]},
+                     "1": {"replicas": [{"node_id": n} for n in ("n2", "n3", "n1")], "isr": ["n2", "n3", "n1"]}}}
+    assert rp.replication_gauges(t, 0) == {"replicas": 3, "in_sync_replicas": 2, "under_replicated": 1}
+    assert rp.replication_gauges(t, 1) == {"replicas": 3, "in_sync_replicas": 3, "under_replicated": 0}
+    one = {"placement": {"0": {"node_id": "n1", "node_ip": ALIVE["n1"]}}}
+    assert rp.replication_gauges(one, 0) == {"replicas": 1, "in_sync_replicas": 1, "under_replicated": 0}
