@@ -51,6 +51,10 @@ from logan_ray.storage.errors import (  # noqa: F401  (re-exported)
     UnknownLeaderEpochError,
     UnsupportedCompressionError,
 )
-from logan_ray.storage.producer_state import InvalidProducerEpochError, OutOfOrderSequenceError  # noqa: F401
+from logan_ray.storage.producer_state import (  # noqa: F401
+    InvalidProducerEpochError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 
 __all__ = [name for name in dir() if name.endswith("Error")]

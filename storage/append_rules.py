@@ -8,8 +8,11 @@ Kafka's LogValidator refuses, per batch: control batches from clients (only the
 transaction coordinator writes markers), and records without a key on a
 compacted topic (the cleaner could never compact them; Kafka answers
 INVALID_RECORD at produce time instead of dropping them later). Transactional
-batches are refused too until logan-ray has transactions: accepting them would
-expose records of transactions nobody can commit or abort.
+batches are refused too until logan-ray has a transaction coordinator:
+accepting them would expose records of transactions nobody can commit or
+abort. The storage underneath is ready (markers, ``.txnindex``, the LSO: see
+:mod:`.log_txn`); the partition turns the refusal off with
+``transactions=True`` once a coordinator can end what it accepts.
 
 On CreateTime topics with ``message.timestamp.before.max.ms`` / ``after.max.ms``
 (or the older ``difference.max.ms``) set, every record's timestamp must lie in
@@ -28,15 +31,16 @@ from .raw_records import iter_batch_records_raw
 
 
 def check_client_batch(buf: Buffer, pos: int, h: BatchHeader, compacted: bool, where: str = "batch",
-                       window: tuple[int, int] | None = None) -> None:
+                       window: tuple[int, int] | None = None, *, transactions: bool = False) -> None:
     """Raise the error Kafka answers for a batch a client may not append; ``h`` is already validated.
 
     ``where`` names the batch in the message ("batch 2 at byte 4096 of 9000"); ``window`` is
-    the topic's :meth:`TopicConfig.timestamp_window` at append time, if any.
+    the topic's :meth:`TopicConfig.timestamp_window` at append time, if any. ``transactions``
+    accepts transactional batches (only where a transaction coordinator exists).
     """
     if h.is_control:
         raise InvalidRecordError(f"{where}: clients are not allowed to write control records")
-    if h.is_transactional:
+    if h.is_transactional and not transactions:
         raise InvalidTxnStateError(
             f"{where}: transactional batches are refused: logan-ray does not support transactions yet")
     if not compacted and window is None:

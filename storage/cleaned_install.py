@@ -111,6 +111,11 @@ def install_cleaned(st: LogState, result: CleanResult) -> SwapReport:
             prepared.append(new)
         installed, replaced = len(prepared), sum(len(old) for _, _, old in prepared)
         if prepared:
+            for seg, _, old in prepared:
+                # The cleaned segment keeps the aborted transactions of those it replaces (their
+                # markers are kept: the cleaner does not remove transaction data yet).
+                seg.txnindex.replace([e for o in old for e in o.txnindex.entries])
+                seg.txnindex.sync()
             step("before-manifest")
             manifest = write_manifest(st.directory, [(seg.stem, [o.stem for o in old]) for seg, _, old in prepared])
             step("manifest-written")

@@ -16,7 +16,8 @@ invariants):
 * :mod:`.pending_deletes`: dropped files deleted after ``file.delete.delay.ms``;
 * :mod:`.cleaned_install`: swapping a compaction pass in;
 * :mod:`.log_verify`: scrubbing every batch's CRC;
-* :mod:`.leader_epochs`: the leader-epoch cache and its checkpoint (OffsetForLeaderEpoch).
+* :mod:`.leader_epochs`: the leader-epoch cache and its checkpoint (OffsetForLeaderEpoch);
+* :mod:`.log_txn`: transaction markers, the ``.txnindex`` files, the last stable offset.
 
 Batches are stored exactly as received, with only the broker-owned header
 fields patched, so fetches can ``sendfile`` them. A disk error takes the log
@@ -28,7 +29,7 @@ from __future__ import annotations
 import time
 from typing import Callable, NamedTuple
 
-from . import cleaned_install, log_append, log_flush, log_lifecycle, log_replica, log_retention, log_verify
+from . import cleaned_install, log_append, log_flush, log_lifecycle, log_replica, log_retention, log_txn, log_verify
 from .cleanable import CleanView, DirtyStats, SegmentView, dirty_stats
 from .cleaned_install import SwapReport
 from .cleaner_checkpoint import CleanerCheckpoint
@@ -45,6 +46,7 @@ from .roll_flusher import RollFlusher
 from .segment import CorruptBatch, FileSlice, Segment
 from .time_lookup import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, first_with_max_timestamp  # noqa: F401 (re-exported)
 from .time_lookup import offset_for_timestamp as _offset_for_timestamp
+from .txn_index import AbortedTxn
 
 
 class SegmentInfo(NamedTuple):
@@ -302,6 +304,30 @@ class PartitionLog:
         with st.lock:
             now = st.clock() if now_ms is None else now_ms
             return st.producer_state.expire(now, st.producer_id_expiration_ms)
+
+    # ------------------------------------------------------------ transactions
+    @property
+    def ongoing_transactions(self) -> dict[int, int]:
+        """Producer id -> first offset of each transaction open in this partition (a copy)."""
+        with self._st.lock:
+            return dict(self._st.producer_state.txns.ongoing)
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The last stable offset (LSO) for ``high_watermark``: a ``read_committed`` fetch reads below it.
+
+        The first offset of the oldest transaction still open, or of a completed
+        one whose marker is not yet below the high watermark, if below it; else
+        the high watermark (Kafka's rule; see :mod:`.txn_state`).
+        """
+        return log_txn.last_stable_offset(self._st, high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[fetch_offset, upper_bound)``, from the ``.txnindex`` files.
+
+        What a ``read_committed`` fetch returns beside its records, so the client
+        drops the aborted ones (Kafka's ``collectAbortedTransactions``).
+        """
+        return log_txn.aborted_transactions(self._st, fetch_offset, upper_bound)
 
     def set_producer_id_expiration_ms(self, expiration_ms: int) -> None:
         """The broker's ``producer.id.expiration.ms`` changed (a dynamic broker config)."""

@@ -7,6 +7,8 @@ are never re-encoded and a fetch can later ``sendfile`` them as stored. One
 ``pwrite`` per call. A full disk fails only the append (its bytes are cut back
 off the file), so appends resume at the right offset once space returns; any
 other write error takes the log offline (:meth:`.LogState.go_offline`).
+A transaction marker ends its producer's transaction, and an ABORT is
+indexed in the segment's ``.txnindex`` (:mod:`.log_txn`).
 Every batch is stamped with the leader epoch it is appended in, and a new
 epoch's start offset is checkpointed (fsynced) before its first batch is
 written (Kafka's ``maybeAssignEpochStartOffset``), see :mod:`.leader_epochs`.
@@ -30,6 +32,7 @@ from .config import TopicConfig
 from .index import MAX_RELATIVE_OFFSET
 from .log_flush import flush
 from .log_state import LogState
+from .log_txn import index_aborted, markers_of
 from .producer_snapshot import write_snapshot
 from .segment import Segment
 from .sync import free_bytes, is_no_space
@@ -140,6 +143,7 @@ def write_batches(st: LogState, buf: bytearray, headers: list[tuple[int, BatchHe
     total = len(buf)
     config = st.config
     rolled_at = None
+    markers = markers_of(buf, headers)  # transaction markers; a malformed one fails the append here
     with st.lock:
         st.check_open()
         if st.closing:
@@ -170,8 +174,16 @@ def write_batches(st: LogState, buf: bytearray, headers: list[tuple[int, BatchHe
             log.warning("partition log %s: appends succeed again (%d bytes free)", st.name,
                         free_bytes(st.directory))
         st.log_end = offset
-        for (_, h), (_, base, _, _, _) in zip(headers, batches):
-            if h.producer_id >= 0:
+        for (bpos, h), (_, base, _, _, _) in zip(headers, batches):
+            if h.producer_id < 0:
+                continue
+            marker = markers.get(bpos) if h.is_control else None
+            if marker is not None:
+                try:
+                    index_aborted(st, st.producer_state.complete_txn(h, base, marker, now))
+                except OSError as e:
+                    raise st.go_offline(f"write to {seg.txnindex.path}", e) from e
+            elif not h.is_control:
                 st.producer_state.record(h, base, placement.append_time(h, now, lat), now)
         stats = st.stats
         stats["appends"] += 1

@@ -8,7 +8,8 @@ close (see :mod:`.producer_snapshot`); and the leader-epoch checkpoint (see
 :mod:`.leader_epochs`), checked against the recovered log on open. Opening trusts everything below the
 recovery point (everything after a clean shutdown) and rescans only the rest
 (see :mod:`.recovery`), then rebuilds producer state by reading only the batch
-headers after the newest snapshot. The marker is removed durably on open, so
+headers after the newest snapshot (and the markers among them: open
+transactions and the ``.txnindex`` files recovery left stale, :mod:`.log_txn`). The marker is removed durably on open, so
 any later stop without :func:`close` is detected as a crash.
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ from .file_modes import make_private_dirs, private_opener
 from .leader_epochs import load_leader_epochs
 from .log_flush import flush, sync_to
 from .log_state import LogState
+from .log_txn import rebuild_hooks, stale_indexes_rebuilt
 from .producer_snapshot import load_producer_state, write_snapshot
 from .recovery import (
     CLEAN_SHUTDOWN_FILE,
@@ -84,11 +86,14 @@ def open_log(directory: str, config: TopicConfig, clock: Callable[[], int], full
             report.truncated_bytes, len(report.corrupt),
         )
     st.producer_id_expiration_ms = producer_id_expiration_ms
+    # The same replay ends the transactions whose markers follow the snapshot and refills the
+    # transaction indexes recovery found stale (see .log_txn).
     st.producer_state, st.producer_load = load_producer_state(
         st.directory, log_end=st.log_end, fallback_from=st.segments[-1].base_offset,
         replay=lambda offset: replay_headers(st, offset), now_ms=now, expiration_ms=producer_id_expiration_ms,
-        log_append_time=config.log_append_time,
+        log_append_time=config.log_append_time, **rebuild_hooks(st),
     )
+    stale_indexes_rebuilt(st)
     # A checkpoint ahead of the recovered log (lost unsynced records) is cut back; a missing one is rebuilt.
     st.leader_epochs = load_leader_epochs(
         st.directory, log_start=st.log_start, log_end=st.log_end,

@@ -11,8 +11,8 @@ that the batches are contiguous.
 
 :func:`truncate_to` cuts the log back at runtime (Kafka's ``truncateTo``), as a
 follower does when the leader answers a fetch with ``diverging_epoch``: later
-segments and their indexes go, the segment holding the cut is shortened, the
-producer state is rebuilt, the recovery point and the epoch cache are moved
+segments and their indexes go, the segment holding the cut is shortened (its
+aborted transactions past the cut too), the producer state is rebuilt, the recovery point and the epoch cache are moved
 back. The recovery point is lowered durably *before* any file is cut (a crash
 in between can only bring back records that are then rescanned, never trust
 records that are gone), and the cut itself is fsynced before the call returns.
@@ -32,6 +32,7 @@ from .batch_header import BatchHeader, validate_batch
 from .errors import CorruptRecordError, InvalidRecordError, LogClosedError
 from .log_append import AppendInfo, write_batches
 from .log_lifecycle import replay_headers
+from .log_txn import marker_in_log
 from .log_state import LogState
 from .producer_snapshot import delete_snapshots, load_producer_state
 from . import pending_deletes
@@ -137,10 +138,15 @@ def truncate_to(st: LogState, offset: int) -> int:
         st.log_end = new_end
         st.leader_epochs.truncate_from_end(new_end)
         delete_snapshots(st.directory, above=new_end)
+        try:
+            seg.txnindex.truncate_to(new_end)  # aborts whose markers were cut
+        except OSError as e:
+            raise st.go_offline(f"truncate {seg.txnindex.path}", e) from e
         st.producer_state, st.producer_load = load_producer_state(
             st.directory, log_end=new_end, fallback_from=seg.base_offset,
             replay=lambda start: replay_headers(st, start), now_ms=st.clock(),
             expiration_ms=st.producer_id_expiration_ms, log_append_time=st.config.log_append_time,
+            marker_of=lambda h: marker_in_log(st, h),
         )
         log.info("%s truncated to offset %d (asked %d)", st.name, new_end, offset)
         return new_end
@@ -209,5 +215,6 @@ def truncate_fully_and_start_at(st: LogState, offset: int) -> None:
         st.producer_state, st.producer_load = load_producer_state(
             st.directory, log_end=offset, fallback_from=offset, replay=lambda start: replay_headers(st, start),
             now_ms=now, expiration_ms=st.producer_id_expiration_ms, log_append_time=st.config.log_append_time,
+            marker_of=lambda h: marker_in_log(st, h),
         )
         log.warning("%s truncated fully: it starts at offset %d now (the leader's log start)", st.name, offset)

@@ -18,6 +18,7 @@ invariants stay in one place:
 """
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import threading
@@ -91,6 +92,10 @@ class LogState:
 
     def path(self, name: str) -> str:
         return os.path.join(self.directory, name)
+
+    def segment_at(self, offset: int) -> int:
+        """Index in ``segments`` of the segment holding ``offset`` (the first one for offsets below it)."""
+        return max(bisect.bisect_right(self.bases, offset) - 1, 0)
 
     def check_open(self) -> None:
         """Raise unless the log serves: closed, or offline after a disk error, it does not."""

@@ -18,7 +18,11 @@ five-batch duplicate window survives a restart (a Kafka reader keeps the last
 entry per producer, which is what Kafka itself would have written). The
 timestamp is the batch's LogAppendTime on LogAppendTime topics, else the
 producer's last append time; the topic's current ``message.timestamp.type``
-tells which when loading.
+tells which when loading. Every row of a producer carries its
+``coordinator_epoch`` and ``current_txn_first_offset`` (-1: no open
+transaction), so a restart knows the transactions still open; a producer with
+no retained batch (it only got markers) is one row with ``last_sequence`` -1,
+as Kafka writes it.
 
 Consistency with retention and compaction: snapshots above the log end (a
 crash cut the log back) are deleted at open; those below the log start go when
@@ -42,8 +46,10 @@ from typing import Callable, Iterable, Iterator
 import crc32c as _crc32c
 
 from .batch_header import BatchHeader
+from .control_records import EndTxnMarker
 from .file_modes import private_opener
 from .producer_state import DEFAULT_EXPIRATION_MS, ProducerBatch, ProducerEntry, ProducerStateTable
+from .txn_state import CompletedTxn
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +88,13 @@ def list_snapshots(directory: str) -> list[int]:
 def encode(entries: Iterable[ProducerEntry]) -> bytes:
     rows = []
     for e in entries:
+        txn, coord = e.current_txn_first_offset, e.coordinator_epoch
+        if not e.batches:
+            rows.append(_ENTRY.pack(e.producer_id, e.epoch, -1, -1, 0, e.last_timestamp, coord, txn))
         for b in e.batches:
             delta = (b.last_seq - b.first_seq) & _SEQ_MASK
             stamp = b.log_append_time if b.log_append_time >= 0 else e.last_timestamp
-            rows.append(_ENTRY.pack(e.producer_id, e.epoch, b.last_seq, b.base_offset + delta, delta, stamp, -1, -1))
+            rows.append(_ENTRY.pack(e.producer_id, e.epoch, b.last_seq, b.base_offset + delta, delta, stamp, coord, txn))
     body = _COUNT.pack(len(rows)) + b"".join(rows)
     return _HEAD.pack(VERSION, _crc32c.crc32c(body)) + body
 
@@ -103,16 +112,16 @@ def decode(data: bytes, *, log_append_time: bool = False) -> list[ProducerEntry]
     (count,) = _COUNT.unpack_from(body)
     if count < 0 or len(body) != _COUNT.size + count * _ENTRY.size:
         raise CorruptSnapshotError(f"{count} entries do not match {len(body)} bytes")
-    grouped: dict[int, tuple[int, int, list[ProducerBatch]]] = {}
-    for pid, epoch, last_seq, last_offset, delta, stamp, _coord, _txn in _ENTRY.iter_unpack(body[_COUNT.size:]):
-        if pid < 0 or last_seq < 0 or delta < 0:
+    grouped: dict[int, tuple[int, int, list[ProducerBatch], int, int]] = {}
+    for pid, epoch, last_seq, last_offset, delta, stamp, coord, txn in _ENTRY.iter_unpack(body[_COUNT.size:]):
+        if pid < 0 or last_seq < -1 or delta < 0 or (last_seq == -1 and delta != 0) or txn < -1:
             raise CorruptSnapshotError(f"impossible entry for producer {pid}")
-        first = (last_seq - delta) & _SEQ_MASK
-        batch = ProducerBatch(first, last_seq, last_offset - delta, stamp if log_append_time else -1)
-        _, last_ts, batches = grouped.get(pid, (epoch, -1, []))
-        batches.append(batch)
-        grouped[pid] = (epoch, max(last_ts, stamp), batches)
-    return [ProducerEntry(pid, epoch, ts, tuple(b)) for pid, (epoch, ts, b) in grouped.items()]
+        _, last_ts, batches, _, _ = grouped.get(pid, (epoch, -1, [], -1, -1))
+        if last_seq >= 0:
+            first = (last_seq - delta) & _SEQ_MASK
+            batches.append(ProducerBatch(first, last_seq, last_offset - delta, stamp if log_append_time else -1))
+        grouped[pid] = (epoch, max(last_ts, stamp), batches, txn, coord)
+    return [ProducerEntry(pid, epoch, ts, tuple(b), txn, coord) for pid, (epoch, ts, b, txn, coord) in grouped.items()]
 
 
 # -- files ----------------------------------------------------------------------
@@ -191,6 +200,9 @@ def load_producer_state(
     now_ms: int,
     expiration_ms: int = DEFAULT_EXPIRATION_MS,
     log_append_time: bool = False,
+    replay_from_at_most: int | None = None,
+    marker_of: Callable[[BatchHeader], EndTxnMarker | None] | None = None,
+    on_complete: Callable[[CompletedTxn], None] | None = None,
 ) -> tuple[ProducerStateTable, ProducerStateLoad]:
     """The producer state of a partition: newest readable snapshot plus the batches after it.
 
@@ -198,13 +210,22 @@ def load_producer_state(
     from ``offset`` to the log end. With no readable snapshot the headers from
     ``fallback_from`` (the newest segment's base) are replayed instead, as
     before snapshots existed.
+
+    Transactions: ``marker_of(header)`` reads the marker of a control batch
+    (without it markers are skipped and transactions stay open), and
+    ``on_complete`` sees every transaction a replayed marker ends. With
+    ``replay_from_at_most`` the replay starts at or before that offset (the
+    newest snapshot not after it), so those completions cover every marker
+    from there on (the log rebuilds transaction indexes with them).
     """
     started = time.perf_counter()
     report = ProducerStateLoad()
     report.stale_snapshots = delete_snapshots(directory, above=log_end)
     table = ProducerStateTable()
-    start = fallback_from
+    start = fallback_from if replay_from_at_most is None else min(fallback_from, replay_from_at_most)
     for offset in reversed(list_snapshots(directory)):
+        if replay_from_at_most is not None and offset > replay_from_at_most:
+            continue
         try:
             entries = read_snapshot(directory, offset, log_append_time=log_append_time)
         except (OSError, CorruptSnapshotError) as e:
@@ -222,7 +243,14 @@ def load_producer_state(
     latest_from_cleaned: dict[int, bool] = {}
     crossed_cleaned = False
     for h, cleaned in replay(start):
-        table.replay(h, now_ms)
+        if h.is_control:
+            marker = marker_of(h) if marker_of is not None and h.producer_id >= 0 else None
+            if marker is not None:
+                done = table.complete_txn(h, h.base_offset, marker, now_ms)
+                if on_complete is not None:
+                    on_complete(done)
+        else:
+            table.replay(h, now_ms)
         report.batches_replayed += 1
         if h.producer_id >= 0:
             latest_from_cleaned[h.producer_id] = cleaned

@@ -12,6 +12,10 @@ Rules (close to Kafka's):
 * ``full=True`` CRC-scans every segment and reports, without truncating
   acknowledged data.
 * Indexes are derived: any index that fails its checks is rebuilt.
+* The transaction index (``.txnindex``) of every rescanned segment is emptied
+  and marked stale, like a missing one; the log rebuilds stale ones from the
+  batches when it rebuilds the producer state (:mod:`.log_lifecycle`). A torn
+  tail of a trusted one is cut off.
 * Segment swaps by the log cleaner (see :mod:`.swap`) that were committed (a
   ``.swap`` manifest exists) are finished first; uncommitted ``.cleaned``
   files are deleted. Cleaned segments may be empty or leave offset gaps, and
@@ -26,7 +30,7 @@ from dataclasses import dataclass, field
 
 from .file_modes import private_opener
 from .segment import CorruptBatch, Segment
-from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, parse_segment_file, segment_stem
+from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX, parse_segment_file, segment_stem
 from .segment_recovery import apply_scan, scan
 from .swap import finish_swaps
 from .sync import fsync_dir, fsync_fd
@@ -137,7 +141,7 @@ def list_segment_files(directory: str) -> list[tuple[int, int]]:
         if name.endswith(_STRAY_SUFFIXES):
             _remove(path)
             continue
-        for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX):
             if parse_segment_file(name, suffix) is not None and name[: -len(suffix)] not in stems:
                 _remove(path)  # an index whose log is gone
     return sorted(live.items())
@@ -200,6 +204,7 @@ def load_segments(
             if seg.load_trusted():
                 report.segments_trusted += 1
                 seg.durable = not is_last or clean
+                seg.txnindex.load(seg.next_offset)
                 segments.append(seg)
                 continue
             report.indexes_rebuilt += 1
@@ -219,6 +224,10 @@ def load_segments(
         cut = apply_scan(seg, outcome)
         report.corrupt.extend(outcome.corrupt)
         seg.durable = (i < first_scan) and not is_last
+        if i >= first_scan:
+            seg.txnindex.reset()  # may describe cut records: the log replays the segment into it again
+        else:
+            seg.txnindex.load(seg.next_offset)
         segments.append(seg)
         if cut or outcome.truncate_at is not None:
             report.truncated_bytes += cut

@@ -1,4 +1,4 @@
-"""One log segment: a ``.log`` file of whole v2 batches plus two derived indexes.
+"""One log segment: a ``.log`` file of whole v2 batches plus derived indexes.
 
 A segment never decodes records. Everything here works on the 61-byte batch
 headers and one CRC32C per batch, read through :class:`.file_batches.FileBatches`,
@@ -8,7 +8,7 @@ Its rooms: header walks and offset lookup (:mod:`.segment_walk`), CRC checks
 of ranges before serving (:mod:`.segment_verify`), adopting trusted indexes at
 open (:mod:`.segment_load`), what it hands out (:mod:`.segment_refs`).
 Rebuilding a segment after a crash is :mod:`.segment_recovery`; file names are
-:mod:`.segment_files`. Cleaned segments have offset gaps (removed records), so
+:mod:`.segment_files`; its aborted transactions are :mod:`.txn_index`. Cleaned segments have offset gaps (removed records), so
 their offset checks only require base offsets to increase.
 """
 from __future__ import annotations
@@ -18,12 +18,13 @@ import os
 from .errors import CorruptRecordError
 from .file_modes import FILE_MODE
 from .index import OffsetIndex, TimeIndex
-from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, segment_stem
+from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX, segment_stem
 from .segment_load import TrustedLoad
 from .segment_refs import BatchRef, CorruptBatch, FileSlice
 from .segment_verify import ServedRangeChecks
 from .segment_walk import HeaderWalk
 from .sync import fsync_path
+from .txn_index import TxnIndex
 from .verified_ranges import VerifiedRanges
 
 
@@ -52,6 +53,8 @@ class Segment(HeaderWalk, ServedRangeChecks, TrustedLoad):
         self.index_interval = index_interval
         self.index = OffsetIndex(self.index_path, base_offset, index_bytes)
         self.timeindex = TimeIndex(self.timeindex_path, base_offset, index_bytes)
+        # Aborted transactions whose marker is in this segment; loaded (or rebuilt) by the log at open.
+        self.txnindex = TxnIndex(os.path.join(directory, self.stem + TXNINDEX_SUFFIX + pending_suffix), base_offset)
         self.size = 0
         self.next_offset = base_offset
         self.max_timestamp = -1
@@ -79,9 +82,12 @@ class Segment(HeaderWalk, ServedRangeChecks, TrustedLoad):
     def finalize(self) -> None:
         """Rename pending (``.cleaned``) files to their final names; open descriptors stay valid."""
         log_path, index_path, timeindex_path = self.final_paths()
-        for old, new in ((self.index_path, index_path), (self.timeindex_path, timeindex_path), (self.path, log_path)):
+        txnindex_path = os.path.join(self.directory, self.stem + TXNINDEX_SUFFIX)
+        for old, new in ((self.index_path, index_path), (self.timeindex_path, timeindex_path),
+                         (self.txnindex.path, txnindex_path), (self.path, log_path)):
             if old != new and os.path.exists(old):
                 os.replace(old, new)
+        self.txnindex.path = txnindex_path
         self.path, self.index_path, self.timeindex_path = log_path, index_path, timeindex_path
         self.index.path, self.timeindex.path = index_path, timeindex_path
 
@@ -91,6 +97,7 @@ class Segment(HeaderWalk, ServedRangeChecks, TrustedLoad):
         for p in (seg.path, seg.index_path, seg.timeindex_path):
             if os.path.exists(p):
                 os.remove(p)  # stale leftovers of a segment truncated away
+        seg.txnindex.replace(())  # an empty file: "no aborted transaction", unlike a missing one (rebuilt)
         seg.fd  # noqa: B018 - create the file now
         return seg
 
@@ -104,7 +111,7 @@ class Segment(HeaderWalk, ServedRangeChecks, TrustedLoad):
 
     def delete_files(self) -> None:
         self.close()
-        for p in (self.path, self.index_path, self.timeindex_path):
+        for p in (self.path, self.index_path, self.timeindex_path, self.txnindex.path):
             try:
                 os.remove(p)
             except FileNotFoundError:
@@ -177,7 +184,7 @@ class Segment(HeaderWalk, ServedRangeChecks, TrustedLoad):
         self.timeindex.write(rewrite=rewrite)
 
     def sync_indexes(self) -> None:
-        for p in (self.index_path, self.timeindex_path):
+        for p in (self.index_path, self.timeindex_path, self.txnindex.path):
             if os.path.exists(p):
                 fsync_path(p)
 

@@ -1,7 +1,7 @@
 """Names of a segment's files: the base offset, 20 digits, plus a generation for cleaned segments.
 
 Files are named by the 20-digit zero-padded base offset, as in Kafka:
-``00000000000000000000.log``, ``.index``, ``.timeindex``. A segment written by
+``00000000000000000000.log``, ``.index``, ``.timeindex``, ``.txnindex``. A segment written by
 the log cleaner adds a generation, ``00000000000000000000-c3.log``: unlike
 Kafka, a cleaned segment never reuses the name of a file it replaces, so a
 reader that was handed ``(path, position, length)`` before a swap still reads
@@ -12,6 +12,7 @@ from __future__ import annotations
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
+TXNINDEX_SUFFIX = ".txnindex"  # aborted transactions (see .txn_index)
 
 GENERATION_MARK = "-c"
 

@@ -1,7 +1,8 @@
 """Crash-safe replacement of log segments by the cleaner's output.
 
 The cleaner writes a cleaned segment as ``<stem>.log.cleaned`` (plus its two
-indexes), fsynced. Swapping a pass's segments in is then committed by one
+indexes), fsynced; the swap adds its ``.txnindex.cleaned`` (the aborted
+transactions of the segments it replaces) before committing. Swapping a pass's segments in is then committed by one
 durable file, the swap manifest ``<first new stem>.swap``, naming each new stem
 and the stems it replaces:
 
@@ -26,14 +27,14 @@ from typing import NamedTuple
 
 from .atomic import atomic_write
 from .errors import CorruptRecordError
-from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX
+from .segment_files import INDEX_SUFFIX, LOG_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX
 from .sync import fsync_dir
 
 log = logging.getLogger(__name__)
 
 MANIFEST_SUFFIX = ".swap"
 PENDING_SUFFIX = ".cleaned"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)
 
 
 class SwapManifest(NamedTuple):
@@ -47,7 +48,8 @@ def manifest_path(directory: str, new_stem: str) -> str:
 
 def pending_paths(directory: str, stem: str) -> list[str]:
     """The ``.cleaned`` files of a stem (log last, so it is renamed last)."""
-    return [os.path.join(directory, stem + s + PENDING_SUFFIX) for s in (INDEX_SUFFIX, TIMEINDEX_SUFFIX, LOG_SUFFIX)]
+    return [os.path.join(directory, stem + s + PENDING_SUFFIX)
+            for s in (INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX, LOG_SUFFIX)]
 
 
 def write_manifest(directory: str, swaps: list[tuple[str, list[str]]]) -> str:

@@ -72,6 +72,15 @@ def test_transactional_batches_are_refused_until_transactions_exist():
     assert e.value.code == 48
 
 
+def test_transactional_batches_pass_once_the_partition_turns_transactions_on():
+    txn = build_batch([b"v"], [b"k"], is_transactional=True, producer_id=1, producer_epoch=0, base_sequence=0)
+    check_client_batch(txn, 0, parse_header(txn), False, transactions=True)
+    control = build_batch([b"\0" * 6], [b"\0" * 4], is_control=True, is_transactional=True, producer_id=1,
+                          producer_epoch=0)
+    with pytest.raises(InvalidRecordError, match="control records"):  # markers stay the coordinator's
+        check_client_batch(control, 0, parse_header(control), False, transactions=True)
+
+
 def test_zstd_bomb_on_a_compacted_topic_is_corrupt_quickly():
     bomb = zstd_bomb_batch()  # 1 MiB claiming 32 GiB
     started = time.monotonic()
