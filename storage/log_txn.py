@@ -82,8 +82,10 @@ def rebuild_hooks(st: LogState) -> dict[str, object]:
 
 
 def stale_indexes_rebuilt(st: LogState) -> None:
+    """After the replay: every stale index is whole again, on disk too (an empty file means "no abort")."""
     for seg in st.segments:
-        seg.txnindex.stale = False
+        if seg.txnindex.stale:
+            seg.txnindex.replace(seg.txnindex.entries)
 
 
 def last_stable_offset(st: LogState, high_watermark: int) -> int:

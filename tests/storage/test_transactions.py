@@ -306,3 +306,36 @@ def test_a_compaction_swap_keeps_the_aborts_and_deletes_the_replaced_txnindex_fi
     assert again.aborted_transactions(0, again.log_end_offset) == before
     assert again.producer_load.batches_replayed == 0  # nothing was stale: no replay over cleaned segments
     again.close()
+
+
+def test_a_folder_without_txnindex_files_gets_them_once(tmp_path):
+    lg = open_log(tmp_path / "p")
+    plain(lg, 3)
+    lg.roll()
+    plain(lg, 2)
+    lg.close()
+    for name in log_files(tmp_path / "p", ".txnindex"):
+        os.remove(tmp_path / "p" / name)  # as written before transaction indexes existed
+    again = open_log(tmp_path / "p")
+    assert again.producer_load.batches_replayed == 2  # both segments' batches, once
+    assert len(log_files(tmp_path / "p", ".txnindex")) == 2
+    again.close()
+    third = open_log(tmp_path / "p")
+    assert third.producer_load.batches_replayed == 0
+    third.close()
+
+
+def test_snapshot_rows_carry_the_open_transaction_and_the_coordinator_epoch():
+    import struct
+
+    from logan_ray.storage.producer_snapshot import decode, encode
+    from logan_ray.storage.producer_state import ProducerBatch, ProducerEntry
+
+    entries = [ProducerEntry(5, 1, 1000, (ProducerBatch(0, 2, 40, -1),), 40, 3),
+               ProducerEntry(6, 2, 2000, (), -1, 7)]  # only markers so far: no batch to keep
+    data = encode(entries)
+    # Kafka's entry: producer id, epoch, last sequence, last offset, offset delta, timestamp,
+    # coordinator epoch, current txn first offset
+    row = struct.Struct(">qhiqiqiq")
+    assert data[10:] == row.pack(5, 1, 2, 42, 2, 1000, 3, 40) + row.pack(6, 2, -1, -1, 0, 2000, 7, -1)
+    assert decode(data) == entries
