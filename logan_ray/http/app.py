@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from logan_ray.errors import LoganError
 from logan_ray.protocol import errors as E
 
-from . import console, publish, subscribe, topics
+from . import console, docs, publish, subscribe, topics
 from .body import BODY_METHODS, require_json
 from .errors import HttpError, error_body, error_response, unwrap
 from .models import ErrorBody
@@ -25,8 +25,9 @@ Errors are JSON with an HTTP status and the Kafka error code and name."""
 
 def build_app() -> FastAPI:
     app = FastAPI(title="logan-ray HTTP API", description=DESCRIPTION, version="1",
-                  responses={"4XX": {"model": ErrorBody}, "5XX": {"model": ErrorBody}})
-    for module in (topics, publish, subscribe, console):
+                  responses={"4XX": {"model": ErrorBody}, "5XX": {"model": ErrorBody}},
+                  docs_url=None, redoc_url=None)  # logan_ray.http.docs serves /docs without a CDN
+    for module in (topics, publish, subscribe, console, docs):
         app.include_router(module.router)
 
     @app.exception_handler(HttpError)
