@@ -18,6 +18,8 @@ restarts, since a series cannot be withdrawn.
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from typing import Any
 
 from ray.util import metrics
@@ -27,6 +29,9 @@ from logan_ray.storage.closed_log import closed_folder_stats
 from .periodic import Periodic
 
 INTERVAL_S = 10.0
+#: a folder changed less than this long before it was read may change again within the file system's
+#: timestamp granularity, unseen: its figures are not kept for the next round
+SETTLED_S = 2.0
 _TAGS = ("topic", "partition")
 #: gauge name -> (description, field of node_log_stats)
 GAUGES = {
@@ -42,6 +47,43 @@ GAUGES = {
 }
 
 
+class ClosedFolderFigures:
+    """The figures of inactive partition folders, read again only when a folder changed.
+
+    Ray drops a gauge's series unless it is set again before each export, so every round sets
+    every gauge; reading a thousand closed folders each time is what made an idle broker's
+    gateway busy (bench/idle_cpu.py). A closed folder changes only by renames and removals
+    (a clean close's marker, checkpoints, retention, a new segment), each of which moves the
+    folder's own mtime: one stat tells whether the last figures still hold."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[tuple[int, int], dict[str, int]]] = {}
+
+    def read(self, directories: list[str]) -> list[dict[str, int] | None]:
+        out: list[dict[str, int] | None] = []
+        known: dict[str, tuple[tuple[int, int], dict[str, int]]] = {}
+        for directory in directories:
+            try:
+                st = os.stat(directory)
+            except FileNotFoundError:
+                out.append(None)
+                continue
+            key = (st.st_ino, st.st_mtime_ns)
+            held = self._known.get(directory)
+            if held is not None and held[0] == key:
+                figures: dict[str, int] | None = held[1]
+            else:
+                figures = closed_folder_stats(directory)
+                if figures is not None and time.time() - st.st_mtime_ns / 1e9 < SETTLED_S:
+                    out.append(figures)  # too fresh to be known by its mtime: read again next round
+                    continue
+            if figures is not None:
+                known[directory] = (key, figures)
+            out.append(figures)
+        self._known = known  # folders gone, woken or unreadable are forgotten
+        return out
+
+
 class PartitionGauges(Periodic):
     what = "publishing the partition gauges"  # failed: the router may be restarting
 
@@ -49,6 +91,7 @@ class PartitionGauges(Periodic):
         super().__init__()
         self._router, self._node_id, self._interval = router, node_id, interval_s
         self._gauges = {name: metrics.Gauge(name, doc, tag_keys=_TAGS) for name, (doc, _f) in GAUGES.items()}
+        self._closed = ClosedFolderFigures()
 
     def interval_s(self) -> float:
         return self._interval
@@ -60,7 +103,7 @@ class PartitionGauges(Periodic):
         """One round: set every gauge of every partition this node leads; returns how many partitions."""
         rows = await self._router.node_log_stats.remote(self._node_id)
         closed = [r for r in rows if not r["active"]]
-        figures = await asyncio.to_thread(lambda: [closed_folder_stats(r["directory"]) for r in closed])
+        figures = await asyncio.to_thread(self._closed.read, [r["directory"] for r in closed])
         for row, got in zip(closed, figures):
             if got is not None:
                 row.update(got)
