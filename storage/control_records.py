@@ -53,15 +53,20 @@ def encode_control_key(control_type: int, version: int = CONTROL_KEY_VERSION) ->
     return _KEY.pack(version, control_type)
 
 
+def _versioned(layout: struct.Struct, data: Buffer | None, what: str, fields: str) -> tuple[int, int]:
+    """``(version, field)`` of a two-field control layout; InvalidRecordError if ``data`` cannot be one."""
+    if data is None or len(data) < layout.size:
+        raise InvalidRecordError(f"{what} of {0 if data is None else len(data)} bytes: it needs {layout.size} "
+                                 f"({fields})")
+    version, field = layout.unpack_from(data)
+    if version < 0:
+        raise InvalidRecordError(f"invalid {what} version {version}")
+    return version, field
+
+
 def decode_control_key(key: Buffer | None) -> tuple[int, int]:
     """``(version, type)`` of a control record key; InvalidRecordError if it cannot be one."""
-    if key is None or len(key) < _KEY.size:
-        raise InvalidRecordError(f"control record key of {0 if key is None else len(key)} bytes: "
-                                 f"it needs {_KEY.size} (version int16, type int16)")
-    version, control_type = _KEY.unpack_from(key)
-    if version < 0:
-        raise InvalidRecordError(f"invalid control record key version {version}")
-    return version, control_type
+    return _versioned(_KEY, key, "control record key", "version int16, type int16")
 
 
 def encode_marker_value(coordinator_epoch: int, version: int = END_TXN_MARKER_VERSION) -> bytes:
@@ -70,13 +75,7 @@ def encode_marker_value(coordinator_epoch: int, version: int = END_TXN_MARKER_VE
 
 def decode_marker_value(value: Buffer | None) -> tuple[int, int]:
     """``(version, coordinator_epoch)`` of an EndTransactionMarker value."""
-    if value is None or len(value) < _VALUE.size:
-        raise InvalidRecordError(f"end transaction marker value of {0 if value is None else len(value)} bytes: "
-                                 f"it needs {_VALUE.size} (version int16, coordinator_epoch int32)")
-    version, epoch = _VALUE.unpack_from(value)
-    if version < 0:
-        raise InvalidRecordError(f"invalid end transaction marker version {version}")
-    return version, epoch
+    return _versioned(_VALUE, value, "end transaction marker value", "version int16, coordinator_epoch int32")
 
 
 def build_marker_batch(
