@@ -67,12 +67,16 @@ class IdleBroker:
 
     def __init__(self, data_dir: str, http: bool = False) -> None:
         self.data_dir, self.port = data_dir, free_port()
-        cmd = [sys.executable, "-m", "logan_ray.cli", "start", "--foreground", "--data-dir", data_dir,
+        cmd = [sys.executable, "-m", "logan_ray.cli", "--data-dir", data_dir, "start", "--foreground",
                "--port", str(self.port)]
         if not http:
             cmd += ["--http", "off"]
-        env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token")
-        self.proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        #: its own runtime-file folder: neither the user's broker nor a test session's is found or touched
+        self.env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token",
+                        XDG_STATE_HOME=os.path.join(data_dir + "-state"))
+        self.env.pop("LOGAN_RAY_DATA_DIR", None)
+        self.env.pop("RAY_ADDRESS", None)
+        self.proc = subprocess.Popen(cmd, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      start_new_session=True)
 
     def wait_ready(self, timeout_s: float = 180.0) -> float:
@@ -92,14 +96,14 @@ class IdleBroker:
     def alive_actors(self) -> list[str]:
         """``Class:name`` of every actor alive, read from Ray's state API by the ``logan-ray`` CLI's
         own way in (a child process: this one may run another Ray session)."""
-        script = ("import logan_ray, sys\n"
+        script = ("import logan_ray, ray, sys\n"
                   "from ray.util.state import list_actors\n"
                   "c = logan_ray.connect(data_dir=sys.argv[1])\n"
+                  "at = ray.get_runtime_context().gcs_address  # another Ray may run on this machine\n"
                   "print('\\n'.join(sorted(f'{a.class_name}:{a.name}' for a in list_actors("
-                  "filters=[('state', '=', 'ALIVE')], limit=10000))))\n"
+                  "address=at, filters=[('state', '=', 'ALIVE')], limit=10000))))\n"
                   "c.close()\n")
-        env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token")
-        r = subprocess.run([sys.executable, "-c", script, self.data_dir], env=env, capture_output=True,
+        r = subprocess.run([sys.executable, "-c", script, self.data_dir], env=self.env, capture_output=True,
                            timeout=120)
         if r.returncode != 0:
             raise RuntimeError(r.stderr.decode()[-2000:])
