@@ -10,7 +10,7 @@ import struct
 from struct import Struct as _Packer
 from typing import Any
 
-from . import errors, messages_admin, messages_core, messages_groups, messages_security
+from . import errors, messages_admin, messages_core, messages_groups, messages_security, messages_txn
 from .compiler import Decoder, Encoder, Out, compile_struct
 from .exceptions import (
     ProtocolDecodeError,
@@ -30,16 +30,19 @@ from .schema import Api
 
 APIS: dict[int, Api] = {
     api.key: api for api in (*messages_core.APIS, *messages_admin.APIS, *messages_groups.APIS,
-                             *messages_security.APIS)
+                             *messages_security.APIS, *messages_txn.APIS)
 }
 #: API name (as Kafka spells it, e.g. "ApiVersions") -> api key.
 API_KEYS: dict[str, int] = {api.name: api.key for api in APIS.values()}
 #: api key -> (min, max) version this codec implements.
 SUPPORTED: dict[int, tuple[int, int]] = {k: (a.min_version, a.max_version) for k, a in sorted(APIS.items())}
+#: api keys the codec knows but no gateway handler serves yet (the transaction APIs
+#: of issue 35): ApiVersions, the fallback answer included, must not announce them.
+NOT_YET_SERVED: frozenset[int] = frozenset(api.key for api in messages_txn.APIS)
 #: api key -> (min, max) version to announce in ApiVersions: SUPPORTED minus the
-#: versions upstream still marks unstable.
+#: versions upstream still marks unstable, minus the APIs not yet served.
 ADVERTISED: dict[int, tuple[int, int]] = {
-    k: (a.min_version, a.max_stable_version) for k, a in sorted(APIS.items())
+    k: (a.min_version, a.max_stable_version) for k, a in sorted(APIS.items()) if k not in NOT_YET_SERVED
 }
 
 _DECODE_FAILURES = (struct.error, IndexError, ValueError, TypeError, OverflowError)

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import pytest
 
 from logan_ray.protocol import ADVERTISED, APIS, supported_api_versions
+from logan_ray.protocol.codec import NOT_YET_SERVED
 from logan_ray.protocol.schema import Api, Array, Field, Struct, Type
 
 KAFKA_DIR = Path(__file__).with_name("kafka_messages")
@@ -306,6 +307,9 @@ def test_advertised_versions_are_declared_and_stable_in_kafka(api: Api):
     if kafka_message(f"{api.name}Request").get("latestVersionUnstable"):
         kafka_high -= 1
     kafka_high = NEWER_THAN_VENDORED.get(api.name, (0, kafka_high))[1]
+    if api.key in NOT_YET_SERVED:  # declared for the codec, not announced until a handler serves it
+        assert api.key not in ADVERTISED
+        return
     low, high = ADVERTISED[api.key]
     assert api.min_version == low <= high <= api.max_version
     assert kafka_low <= low and high <= kafka_high
@@ -313,7 +317,7 @@ def test_advertised_versions_are_declared_and_stable_in_kafka(api: Api):
 
 def test_api_versions_response_lists_each_declared_api_once():
     advertised = supported_api_versions()
-    assert [entry["api_key"] for entry in advertised] == sorted(APIS)
+    assert [entry["api_key"] for entry in advertised] == sorted(set(APIS) - NOT_YET_SERVED)
     assert {e["api_key"]: (e["min_version"], e["max_version"]) for e in advertised} == ADVERTISED
 
 
