@@ -16,6 +16,7 @@ import struct
 from dataclasses import dataclass
 
 from logan_ray.protocol.compiler import Out, compile_struct
+from logan_ray.protocol.exceptions import ProtocolDecodeError
 from logan_ray.protocol.schema import INT8, INT16, INT32, INT64, STRING, A, F, S
 
 from .state import NO_PRODUCER_EPOCH, TxnMetadata, TxnState
@@ -69,7 +70,7 @@ def _read(data: bytes, plans: dict, what: str) -> tuple[int, dict]:
     view = memoryview(data)
     try:
         body, end = plan[0](view, 2)
-    except (struct.error, IndexError, ValueError, TypeError, UnicodeDecodeError) as exc:
+    except (ProtocolDecodeError, struct.error, IndexError, ValueError, TypeError, UnicodeDecodeError) as exc:
         raise TransactionLogError(f"bad {what} v{version}: {exc}") from None
     if end != len(view):
         raise TransactionLogError(f"{what} v{version} has {len(view) - end} trailing bytes")
