@@ -82,3 +82,11 @@ def test_every_state_survives_the_round_trip_with_its_kafka_id():
                   TxnState.COMPLETE_ABORT, TxnState.PREPARE_EPOCH_FENCE):
         meta = TxnMetadata(**{**ONGOING.__dict__, "state": state})
         assert decode_value("tx", encode_value(meta)) == meta
+
+
+def test_the_next_producer_id_of_an_overflowing_end_is_tag_1():
+    meta = TxnMetadata("tx", producer_id=5, producer_epoch=32767, next_producer_id=77, state=TxnState.PREPARE_COMMIT,
+                       partitions=frozenset({("a", 0)}), start_ms=1, last_update_ms=2, transaction_version=2)
+    data = encode_value(meta)
+    assert data.endswith(bytes([2, 1, 8]) + struct.pack(">q", 77) + bytes([2, 2]) + struct.pack(">h", 2))
+    assert decode_value("tx", data) == meta
