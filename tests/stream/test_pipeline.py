@@ -155,7 +155,7 @@ def test_sigkill_of_a_worker_loses_no_record(client, topic_name):
     source, out = topic_name, f"{topic_name}-out"
     client.create_topic(source, partitions=2)
     client.create_topic(out, partitions=1)
-    before = [f"k{i}".encode() for i in range(2000)]
+    before = [f"k{i}".encode() for i in range(1200)]
     _produce(client, source, before, partitions=2)
 
     def slow(batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -165,17 +165,42 @@ def test_sigkill_of_a_worker_loses_no_record(client, topic_name):
     pipeline = stream.run(client, source, group=f"{topic_name}-g", fn=slow, output_topic=out, workers=2,
                           max_batch_records=50)
     try:
-        _wait_for(lambda: pipeline.status().records_processed >= 200, 15, "the pipeline to get going")
+        _wait_for(lambda: pipeline.status().records_processed >= 150, 15, "the pipeline to get going")
         stats = [ray.get(w.stats.remote()) for w in pipeline.workers()]
         busy = [s for s in stats if s["records"] and s["assignment"]]
         assert busy and sum(s["records"] for s in stats) < len(before), "the kill must land mid-stream"
         os.kill(busy[0]["pid"], signal.SIGKILL)
-        after = [f"m{i}".encode() for i in range(500)]
+        after = [f"m{i}".encode() for i in range(300)]
         _produce(client, source, after, partitions=2)
         got = _values(client, out, len(before) + len(after), timeout=40)
         missing = set(before + after) - set(got)
         assert not missing, f"{len(missing)} records lost, e.g. {sorted(missing)[:5]}"
         status = pipeline.status()
         assert status.state == "running" and status.worker_restarts >= 1 and status.workers == 2
+    finally:
+        pipeline.stop()
+
+
+def test_adding_and_removing_workers_rebalances_the_partitions(client, topic_name):
+    source, out = topic_name, f"{topic_name}-out"
+    client.create_topic(source, partitions=3)
+    client.create_topic(out, partitions=1)
+
+    def same(batch: pa.RecordBatch) -> pa.RecordBatch:
+        return batch.select(["value"])
+
+    def owners(pipeline) -> list[int]:
+        return sorted(len(parts) for parts in pipeline.status().assignment.values())
+
+    pipeline = stream.run(client, source, group=f"{topic_name}-g", fn=same, output_topic=out, workers=1)
+    try:
+        _wait_for(lambda: owners(pipeline) == [3], 15, "one worker to own the three partitions")
+        pipeline.scale(3)
+        _wait_for(lambda: owners(pipeline) == [1, 1, 1], 15, "three workers to own one partition each")
+        pipeline.scale(1)
+        _wait_for(lambda: owners(pipeline) == [3], 15, "the last worker to own all three again")
+        values = [f"s{i}".encode() for i in range(300)]
+        _produce(client, source, values, partitions=3)
+        assert Counter(_values(client, out, len(values))) == Counter(values)
     finally:
         pipeline.stop()
