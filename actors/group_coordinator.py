@@ -46,6 +46,7 @@ from logan_ray.storage.errors import FencedLeaderEpochError
 from logan_ray.storage.records import decode_batch
 
 from .group_metrics import GroupMetrics
+from .group_txn_offsets import TxnOffsets
 from .names import COORDINATOR_NAME, NAMESPACE, ROUTER_NAME
 
 log = logging.getLogger("logan_ray.groups")
@@ -62,7 +63,7 @@ def coordinator_name(node_id: str) -> str:
     return f"{COORDINATOR_NAME}-{node_id}"
 
 
-class GroupCoordinatorActor:
+class GroupCoordinatorActor(TxnOffsets):
     def __init__(self, config: dict[str, Any] | None = None, offsets_partitions: int = OFFSETS_PARTITIONS,
                  metrics_interval_s: float = 10.0) -> None:
         self.config = GroupConfig(**(config or {}))

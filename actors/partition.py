@@ -22,6 +22,7 @@ from logan_ray.common.errors import NotEnoughReplicasError, NotLeaderOrFollowerE
 from logan_ray.storage.append_rules import check_client_batch
 from logan_ray.storage.batch_header import BatchHeader, iter_headers, validate_batch
 from logan_ray.storage.config import TopicConfig
+from logan_ray.storage.control_records import EndTxnMarker, build_marker_batch
 from logan_ray.storage.errors import KafkaStorageError, OffsetOutOfRangeError
 from logan_ray.storage.leader_epochs import CHECKPOINT_FILE, fence, read_checkpoint_file
 from logan_ray.storage.log import PartitionLog
@@ -227,7 +228,10 @@ class PartitionActor:
             config = self._log.config
             compacted, window = config.compacts, config.timestamp_window(int(time.time() * 1000))
             for i, (pos, h) in enumerate(located):
-                check_client_batch(data, pos, h, compacted, f"batch {i} at byte {pos} of {len(data)}", window)
+                # transactional batches are verified by the gateway with the transaction coordinator
+                # (KIP-890) before they get here: see logan_ray/gateway/txn.py
+                check_client_batch(data, pos, h, compacted, f"batch {i} at byte {pos} of {len(data)}", window,
+                                   transactions=True)
         headers = [h for _, h in located]
         try:
             if any(h.producer_id >= 0 and h.base_sequence >= 0 for h in headers):
@@ -270,6 +274,21 @@ class PartitionActor:
             await self._replication.wait_replicated(end, self._log.config.min_insync_replicas)
             self._refuse_if_fenced()
         return result
+
+    @in_use
+    async def write_marker(self, producer_id: int, producer_epoch: int, commit: bool,
+                           coordinator_epoch: int) -> int:
+        """Append a COMMIT or ABORT marker (the coordinator's WriteTxnMarkers, called directly), acks=all.
+
+        The producer state refuses a marker of an older producer epoch or coordinator epoch
+        first, so a late marker can never end a later transaction. Returns the marker's offset.
+        """
+        marker = EndTxnMarker(commit, coordinator_epoch)
+        data = build_marker_batch(producer_id, producer_epoch, marker, timestamp=int(time.time() * 1000))
+        _, h = next(iter(iter_headers(data)))
+        self._producers.check_marker(h, marker)
+        base, _, _ = await self.append_durable(data, internal=True)
+        return base
 
     async def _check_sequence(self, h: BatchHeader) -> tuple[int, int] | None:
         """Producer-state check that waits briefly for a predecessor batch still in flight.
@@ -472,6 +491,30 @@ class PartitionActor:
         self._metrics.served(max(0, end - offset) if slices else 0, sum(s.length for s in slices),
                              (time.perf_counter() - started) * 1e3)
         return [tuple(s) for s in slices], end, self._log.log_start_offset
+
+    @passive
+    async def locate_committed(self, offset: int, max_bytes: int, max_wait_ms: int = 0, min_bytes: int = 1,
+                               current_leader_epoch: int = -1) -> tuple[list, int, int, int, list[tuple[int, int]]]:
+        """:meth:`locate` for a ``read_committed`` fetch: only batches below the last stable offset.
+
+        Returns (slices, high watermark, log start offset, last stable offset, aborted
+        transactions as (producer id, first offset)) overlapping the range read, from the
+        ``.txnindex`` files, so the client can drop the records of aborted transactions.
+        """
+        self._check_leader_epoch(current_leader_epoch)
+
+        def found() -> list:
+            return self._log.locate(offset, max_bytes, max_offset=self._log.last_stable_offset(self._high_watermark()))
+
+        slices = found()
+        if max_wait_ms > 0 and sum(s.length for s in slices) < min_bytes:
+            await self._wait_until(lambda: sum(s.length for s in found()) >= min_bytes, max_wait_ms)
+            slices = found()
+        hw = self._high_watermark()
+        lso = self._log.last_stable_offset(hw)
+        aborted = [(a.producer_id, a.first_offset) for a in self._log.aborted_transactions(offset, lso)] \
+            if slices else []
+        return [tuple(s) for s in slices], hw, self._log.log_start_offset, lso, aborted
 
     @in_use
     async def fetch(self, offset: int, max_bytes: int = 1 << 20, max_wait_ms: int = 0,
@@ -694,7 +737,7 @@ class PartitionActor:
                 "wait_for_data": self.wait_for_data, "offset_for_timestamp": self.offset_for_timestamp,
                 "max_timestamp_offset": self.max_timestamp_offset, "delete_records": self.delete_records,
                 "list_offset": self.list_offset, "end_offset_for_epoch": self.end_offset_for_epoch,
-                "diverging_epoch": self.diverging_epoch,
+                "diverging_epoch": self.diverging_epoch, "locate_committed": self.locate_committed,
             })
             if self._channel is not None:
                 try:

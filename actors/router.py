@@ -196,20 +196,26 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         return bool(missing)
 
     def _add_internal_topics(self) -> bool:
-        """Create ``__consumer_offsets`` with the broker, not when the first group asks for it:
-        starting its partitions takes seconds of CPU that would otherwise stall live traffic.
-        On several nodes it is replicated like a user topic (``offsets.topic.replication.factor``,
-        at most the alive nodes): commits are acks=all, so on every ISR member before answered."""
+        """Create ``__consumer_offsets`` and ``__transaction_state`` with the broker, not when the first
+        group or transactional producer asks for them: starting their partitions takes seconds of CPU
+        that would otherwise stall live traffic. On several nodes they are replicated like a user topic
+        (``offsets.topic.replication.factor``, at most the alive nodes): their writes are acks=all, so
+        on every ISR member before answered."""
         from .group_coordinator import OFFSETS_PARTITIONS, OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIG
+        from .txn_coordinator import TXN_PARTITIONS, TXN_TOPIC, TXN_TOPIC_CONFIG
 
-        if OFFSETS_TOPIC in self._meta["topics"]:
-            return False
-        t = self._meta["topics"][OFFSETS_TOPIC] = self._new_topic(OFFSETS_PARTITIONS, dict(OFFSETS_TOPIC_CONFIG))
-        factor = replica_placement.internal_topic_factor(self.offsets_topic_replication_factor, len(self._alive))
-        if factor > 1:
-            t["replication_factor"] = factor
-            self._place_new(OFFSETS_TOPIC, t, range(OFFSETS_PARTITIONS))
-        return True
+        added = False
+        for name, count, config in ((OFFSETS_TOPIC, OFFSETS_PARTITIONS, OFFSETS_TOPIC_CONFIG),
+                                    (TXN_TOPIC, TXN_PARTITIONS, TXN_TOPIC_CONFIG)):
+            if name in self._meta["topics"]:
+                continue
+            t = self._meta["topics"][name] = self._new_topic(count, dict(config))
+            factor = replica_placement.internal_topic_factor(self.offsets_topic_replication_factor, len(self._alive))
+            if factor > 1:
+                t["replication_factor"] = factor
+                self._place_new(name, t, range(count))
+            added = True
+        return added
 
     def _claim_internal_folders(self, here: str) -> None:
         """Give this node's partitions of internal topics their folders now, as CreateTopics does for

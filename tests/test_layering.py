@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 STORAGE = "logan_ray.storage"
 ACTORS = "logan_ray.actors"
 #: Plain Python shared by the actors and the public face (no Ray, no I/O).
-SHARED = ("logan_ray.common", "logan_ray.protocol", "logan_ray.groups")
+SHARED = ("logan_ray.common", "logan_ray.protocol", "logan_ray.groups", "logan_ray.transactions")
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from .broker_identity import may_fetch_as_replica, replica_id_of
 from .cluster import Partition, broker_id, error_code, error_message, ignore_outcome, is_stale_route
 from .meta import leader_endpoints
 from .connection import FileRanges
+from .txn import TXN_TOPICS
 from .handler import GatewayContext, HandlerTable
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class _Slot:
     """One requested partition and what we found for it so far."""
 
     __slots__ = ("topic", "index", "offset", "max_bytes", "epoch", "last_fetched_epoch", "part", "result", "slices",
-                 "replica")
+                 "replica", "committed")
 
     def __init__(self, topic: str | None, index: int, offset: int, max_bytes: int, epoch: int = -1,
                  last_fetched_epoch: int = -1) -> None:
@@ -71,6 +72,7 @@ class _Slot:
         self.part: Partition | None = None
         self.result: dict | None = None  # final answer (error or data)
         self.slices: list = []
+        self.committed = False  # read_committed (isolation_level 1): up to the last stable offset
 
     @property
     def size(self) -> int:
@@ -81,6 +83,9 @@ async def _locate(gw: GatewayContext, slot: _Slot, max_bytes: int, max_wait_ms: 
                   ahead: dict | None = None) -> None:
     part = slot.part
     assert part is not None
+    if slot.committed:
+        await _locate_committed(gw, slot, max_bytes, max_wait_ms, min_bytes)
+        return
     if ahead is not None and slot.replica is None:
         found = await _take_ahead(ahead, slot, max_bytes, min_bytes)
         if found is not None:
@@ -112,6 +117,28 @@ async def _locate(gw: GatewayContext, slot: _Slot, max_bytes: int, max_wait_ms: 
         return
     slot.slices = slices
     slot.result = _partition_result(slot.index, codes.NONE, hw, log_start)
+
+
+async def _locate_committed(gw: GatewayContext, slot: _Slot, max_bytes: int, max_wait_ms: int,
+                            min_bytes: int) -> None:
+    """A read_committed fetch: batches below the last stable offset, with the aborted transactions
+    among them (from the partition's ``.txnindex``), so the client drops their records."""
+    part = slot.part
+    assert part is not None
+    try:
+        slices, hw, log_start, lso, aborted = await part.call("locate_committed", slot.offset, max_bytes,
+                                                              max_wait_ms, min_bytes, slot.epoch)
+    except Exception as e:
+        code = error_code(e)
+        if is_stale_route(e) or code in EPOCH_ERRORS:
+            gw.cluster.forget(slot.topic)
+        slot.slices = []
+        slot.result = _partition_result(slot.index, code)
+        return
+    slot.slices = slices
+    slot.result = _partition_result(slot.index, codes.NONE, hw, log_start)
+    slot.result["last_stable_offset"] = lso
+    slot.result["aborted_transactions"] = [{"producer_id": pid, "first_offset": first} for pid, first in aborted]
 
 
 # ---------------------------------------------------------------- read-ahead
@@ -226,6 +253,9 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
         max_bytes = INT32_MAX
     deadline = time.monotonic() + max_wait / 1000.0
     topics = body["topics"]
+    # read_committed reads of topics that had transactions here go to the actor, bounded by the LSO;
+    # others keep the fast paths (board, read-ahead, closed files): they hold no transaction
+    read_committed = body.get("isolation_level", 0) == 1 and replica_id < 0
     names: dict = {}
     if by_id:
         names = await gw.cluster.topic_names({t["topic_id"] for t in topics})
@@ -236,6 +266,9 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
         slots = [_Slot(name, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
                        p.get("current_leader_epoch", -1), p.get("last_fetched_epoch", -1)) for p in t["partitions"]]
         groups.append(({"topic": t.get("topic", ""), "topic_id": t.get("topic_id")}, slots))
+        if read_committed and name in TXN_TOPICS:
+            for s in slots:
+                s.committed = True
         routes: Any = None  # the topic's cached routes, looked up once per request
         for s in slots:
             if name is None:
@@ -300,7 +333,7 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
         if not s.slices:
             continue  # nothing to open or read ahead (most partitions of a wide Fetch)
         await _open(gw, s)
-        if s.result["error_code"] == codes.NONE and s.replica is None:
+        if s.result["error_code"] == codes.NONE and s.replica is None and not s.committed:
             try:
                 _read_ahead(conn, s, min(s.max_bytes, max_bytes))
             except OSError:
@@ -334,6 +367,9 @@ async def _locate_all(gw: GatewayContext, slots: list[_Slot], max_bytes: int, ah
     inline, others = [], []
     for s in slots:
         part = s.part
+        if s.committed:
+            others.append(s)
+            continue
         if part.from_files:
             (inline if closed.has_view(s.topic, s.index) else others).append(s)
             continue

@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("logan_ray.gateway")
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
-NO_TRANSACTIONS = "logan-ray does not support transactions yet; use an idempotent producer without transactional.id"
 
 
 def _coordinator(gw: GatewayContext) -> Any:
@@ -64,11 +63,13 @@ def _host(conn: "Connection") -> str:
 
 
 # --------------------------------------------------------------- FindCoordinator
-async def _coordinator_endpoints(gw: GatewayContext, keys: list[str]) -> dict[str, tuple[int, str, int] | None]:
-    """(broker id, host, port) of the gateway on the node leading each group's __consumer_offsets
-    partition; None while it has no leader or that node no gateway (COORDINATOR_NOT_AVAILABLE)."""
+async def _coordinator_endpoints(gw: GatewayContext, keys: list[str], topic: str = OFFSETS_TOPIC
+                                 ) -> dict[str, tuple[int, str, int] | None]:
+    """(broker id, host, port) of the gateway on the node leading each key's partition of ``topic``
+    (``__consumer_offsets`` for groups, ``__transaction_state`` for transactional ids); None while it
+    has no leader or that node no gateway (COORDINATOR_NOT_AVAILABLE)."""
     try:
-        route = (await gw.cluster.router.route_with_ids.remote([OFFSETS_TOPIC])).get(OFFSETS_TOPIC)
+        route = (await gw.cluster.router.route_with_ids.remote([topic])).get(topic)
     except Exception as e:
         log.warning("gateway: cannot find the group coordinators: %s", e)
         return {k: None for k in keys}
@@ -91,13 +92,18 @@ async def _coordinator_endpoints(gw: GatewayContext, keys: list[str]) -> dict[st
 async def find_coordinator(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     key_type = body.get("key_type", GROUP_KEY)
     keys = list(body.get("coordinator_keys") or ()) if header.api_version >= 4 else [body.get("key") or ""]
-    found = await _coordinator_endpoints(gw, keys) if key_type == GROUP_KEY else {}
+    if key_type == TRANSACTION_KEY:
+        from logan_ray.actors.txn_coordinator import TXN_TOPIC
+
+        found = await _coordinator_endpoints(gw, keys, TXN_TOPIC)
+    elif key_type == GROUP_KEY:
+        found = await _coordinator_endpoints(gw, keys)
+    else:
+        found = {}
 
     def answer(key: str) -> tuple[int, str | None, int, str, int]:
-        if key_type == TRANSACTION_KEY:
-            # Not retriable: a transactional producer fails at once (librdkafka and the Java
-            # client treat this code as fatal) instead of retrying until max.block.ms.
-            return codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, NO_TRANSACTIONS, -1, "", -1
+        if key_type not in (GROUP_KEY, TRANSACTION_KEY):
+            return codes.INVALID_REQUEST, f"unknown coordinator key type {key_type}", -1, "", -1
         if found.get(key) is None:
             return codes.COORDINATOR_NOT_AVAILABLE, "no group coordinator yet", -1, "", -1
         node_id, host, port = found[key]  # type: ignore[misc]

@@ -161,12 +161,13 @@ async def find_coordinator(gw: GatewayContext, conn: "Connection", header: Any, 
 
 
 async def init_producer_id(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
-    """Idempotent producers only: a fresh id, or the same id with a bumped epoch (KIP-360)."""
+    """Idempotent producers: a fresh id, or the same id with a bumped epoch (KIP-360); transactional
+    ones are answered by their transaction coordinator (:mod:`.txn`)."""
     out = {"throttle_time_ms": 0, "error_code": codes.NONE, "producer_id": -1, "producer_epoch": -1}
-    if body.get("transactional_id") is not None:
-        # transactions are not offered: a non-retriable answer, so the producer fails at once
-        out["error_code"] = codes.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-        return out
+    if body.get("transactional_id") is not None:  # the id's transaction coordinator answers
+        from .txn import init_transactional
+
+        return await init_transactional(gw, header, body)
     pid, epoch = body.get("producer_id", -1), body.get("producer_epoch", -1)
     try:
         if pid >= 0 and 0 <= epoch < MAX_EPOCH - 1:

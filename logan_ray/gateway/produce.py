@@ -35,6 +35,7 @@ from logan_ray.storage.batch_header import MAGIC, MAGIC_AT, iter_headers
 
 from .cluster import error_code, error_message, is_stale_route, record_errors
 from .meta import leader_endpoints
+from .txn import is_transactional, verify_produce
 from .handler import GatewayContext, HandlerTable
 
 if TYPE_CHECKING:
@@ -214,6 +215,11 @@ async def produce(gw: GatewayContext, conn: "Connection", header: Any, body: dic
     # enqueueing here keeps the connection's order; topic-id requests resolve names
     # first, and a connection uses one addressing mode throughout.
     timeout_ms = body.get("timeout_ms", 0) if acks != 0 else 0  # acks=0 gets no answer to time
+    refused: dict = {}  # transactional batches of partitions their transaction did not add (KIP-890)
+    if body.get("transactional_id") is not None or any(
+            is_transactional(p["records"]) for t in topics for p in t["partition_data"]):
+        refused = await verify_produce(gw, body, [(names.get(t["topic_id"]) if by_id else t["name"], p["index"],
+                                                   p["records"]) for t in topics for p in t["partition_data"]])
     waits: list[tuple[int, Any]] = []
     out_topics = []
     for slot, t in enumerate(topics):
@@ -229,6 +235,9 @@ async def produce(gw: GatewayContext, conn: "Connection", header: Any, body: dic
             elif data is None or len(data) == 0:
                 waits.append((slot, _done(_result(index, codes.INVALID_RECORD,
                                                   "produce request holds no record batches"))))
+            elif refused.get((name, index), codes.NONE) != codes.NONE:
+                waits.append((slot, _done(_result(index, refused[(name, index)],
+                                                  f"{name}-{index} is not in the producer's ongoing transaction"))))
             elif version < 3 and (len(data) <= MAGIC_AT or data[MAGIC_AT] != MAGIC):
                 waits.append((slot, _done(_result(index, codes.UNSUPPORTED_FOR_MESSAGE_FORMAT,
                                                   "message format v0/v1 is not supported; use record batches"))))

@@ -57,10 +57,11 @@ ACCEPT_RETRY_S = 0.1
 
 
 def _handler_table() -> HandlerTable:
-    from . import acl_api, admin, epochs, fetch, groups, leaders, meta, produce, quota_api, reassign, sasl_ops
+    from . import acl_api, admin, epochs, fetch, groups, leaders, meta, produce, quota_api, reassign, sasl_ops, txn
 
     table: HandlerTable = {}
-    for module in (meta, produce, fetch, epochs, admin, leaders, reassign, groups, sasl_ops, acl_api, quota_api):  # groups after meta: its FindCoordinator wins
+    for module in (meta, produce, fetch, epochs, admin, leaders, reassign, groups, sasl_ops, acl_api, quota_api,
+                   txn):  # groups after meta: its FindCoordinator wins
         for key, spec in module.HANDLERS.items():
             low, high, fn = spec
             codec_low, codec_high = protocol.ADVERTISED[key]

@@ -36,9 +36,10 @@ APIS: dict[int, Api] = {
 API_KEYS: dict[str, int] = {api.name: api.key for api in APIS.values()}
 #: api key -> (min, max) version this codec implements.
 SUPPORTED: dict[int, tuple[int, int]] = {k: (a.min_version, a.max_version) for k, a in sorted(APIS.items())}
-#: api keys the codec knows but no gateway handler serves yet (the transaction APIs
-#: of issue 35): ApiVersions, the fallback answer included, must not announce them.
-NOT_YET_SERVED: frozenset[int] = frozenset(api.key for api in messages_txn.APIS)
+#: api keys the codec knows but no gateway handler serves: WriteTxnMarkers (the transaction
+#: coordinator writes markers through the partition actors, not over the wire). ApiVersions,
+#: the fallback answer included, must not announce them.
+NOT_YET_SERVED: frozenset[int] = frozenset({messages_txn.WRITE_TXN_MARKERS.key})
 #: api key -> (min, max) version to announce in ApiVersions: SUPPORTED minus the
 #: versions upstream still marks unstable, minus the APIs not yet served.
 ADVERTISED: dict[int, tuple[int, int]] = {

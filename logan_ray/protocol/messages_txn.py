@@ -4,8 +4,9 @@ Facts from Apache Kafka's message definitions at the commit vendored in
 ``tests/protocol/kafka_messages`` (trunk, October 2024); names are the upstream
 field names in snake_case. InitProducerId (22) lives in ``messages_admin.py``.
 
-No gateway handler serves these yet, so the codec can encode and decode them but
-ApiVersions does not announce them (``codec.NOT_YET_SERVED``).
+``logan_ray/gateway/txn.py`` serves them all but WriteTxnMarkers (the coordinator writes
+markers through the partition actors), which ApiVersions therefore does not announce
+(``codec.NOT_YET_SERVED``).
 """
 from __future__ import annotations
 

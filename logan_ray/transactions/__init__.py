@@ -3,7 +3,7 @@
 Pure Python, no Ray and no I/O: ``coordinator.TransactionCoordinator`` answers the
 transaction requests with Kafka's error codes and returns, as data, the records to
 append to ``__transaction_state`` (``log_codec``, Kafka's layout) and the markers to
-write. Nothing serves it yet (docs/transactions.md, "Coordinator core").
+write. ``actors/txn_coordinator.py`` serves it (docs/transactions.md, "Serving").
 """
 from __future__ import annotations
 

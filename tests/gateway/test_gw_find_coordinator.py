@@ -26,9 +26,9 @@ class FakeCluster:
         self.leaders, self.offline = leaders, list(offline)
         self.endpoints = gateways if gateways is not None else {A: ("127.0.0.1", 9001), B: ("127.0.0.1", 9002)}
 
-        async def route_with_ids(topics):
-            return {"__consumer_offsets": {"partitions": [(None, n) for n in self.leaders],
-                                           "leader_epochs": [0] * len(self.leaders), "offline": self.offline}}
+        async def route_with_ids(topics):  # __consumer_offsets and __transaction_state alike
+            return {t: {"partitions": [(None, n) for n in self.leaders],
+                        "leader_epochs": [0] * len(self.leaders), "offline": self.offline} for t in topics}
         self.router = SimpleNamespace(route_with_ids=_Remote(route_with_ids))
 
     async def gateways(self, fresh=False):
@@ -54,8 +54,10 @@ def test_each_key_gets_the_gateway_of_its_partition_leader():
         (offline, E.COORDINATOR_NOT_AVAILABLE, -1, -1)]  # no leader (its node is gone)
     old = _find(gw, 3, {"key_type": 0, "key": _group_on(0)})
     assert (old["error_code"], old["node_id"], old["port"]) == (E.NONE, broker_id(A), 9001)
-    tx = _find(gw, 4, {"key_type": 1, "coordinator_keys": ["tx"]})["coordinators"][0]
-    assert tx["error_code"] == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    # a transactional id's coordinator: the leader of its __transaction_state partition
+    tx = _find(gw, 4, {"key_type": 1, "coordinator_keys": [_group_on(1), _group_on(6)]})["coordinators"]
+    assert [(c["error_code"], c["node_id"], c["port"]) for c in tx] == [
+        (E.NONE, broker_id(B), 9002), (E.COORDINATOR_NOT_AVAILABLE, -1, -1)]
 
 
 def test_a_group_this_node_does_not_coordinate_is_answered_not_coordinator():

@@ -108,18 +108,14 @@ def test_internal_topic_is_refused_to_kafka_clients_with_invalid_topic(gateway, 
     assert len(described.partitions) == OFFSETS_PARTITIONS
 
 
-def test_transactional_producer_fails_at_once_with_a_fatal_error(gateway, topic_name):
-    producer = Producer({"bootstrap.servers": gateway, "transactional.id": "tx-" + topic_name,
-                         "transaction.timeout.ms": 10000})
-    started = time.monotonic()
-    with pytest.raises(KafkaException) as e:
-        producer.init_transactions(60)
-    took = time.monotonic() - started
-    err = e.value.args[0]
-    assert took < 10, f"init_transactions took {took:.1f} s"
-    assert err.fatal() and not err.retriable()
-    assert err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-    assert "does not support transactions" in err.str()
+def test_a_transactional_batch_outside_any_transaction_is_refused(gateway, client, topic_name):
+    """A produce without transactional_id may carry no transactional batch (tests/gateway/test_gw_transactions.py
+    covers the transactions themselves)."""
+    client.create_topic(topic_name, 1)
+    txn = build_batch([b"v"], [b"k"], is_transactional=True, producer_id=1, producer_epoch=0, base_sequence=0)
+    with Wire(gateway) as w:
+        p = w.call(PRODUCE, 9, produce_body(topic_name, 0, txn))["responses"][0]["partition_responses"][0]
+        assert p["error_code"] == codes.INVALID_TXN_STATE, p
 
 
 def test_control_and_transactional_batches_from_clients_are_refused(gateway, client, topic_name):
