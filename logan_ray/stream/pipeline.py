@@ -24,6 +24,7 @@ import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from .autoscale import Autoscale, Scaler
+from .batches import FunctionFailedError
 from .placement import worker_nodes
 from .worker import WorkerSpec, worker_class
 
@@ -33,6 +34,7 @@ START_TIMEOUT_S = 120.0  # a worker's actor must be up by then (a cold Ray worke
 STOP_TIMEOUT_S = 60.0
 STATS_TIMEOUT_S = 5.0
 TICK_S = 0.5
+MAX_WORKER_ERRORS = 10  # workers failing with errors (not deaths) before the pipeline gives up
 
 
 class PipelineFailedError(RuntimeError):
@@ -89,6 +91,7 @@ class Pipeline:
         self._names = itertools.count()
         self._retired = dict.fromkeys(_COUNTS, 0)  # counts of workers that are gone
         self._restarts = 0
+        self._errors = 0  # workers that ended with an error (a failed output, say) rather than died
         self._error: str | None = None
         self._stopping = threading.Event()
         self._done = threading.Event()
@@ -197,13 +200,19 @@ class Pipeline:
                     log.warning("stream worker %s ended on its own; replacing it", w.name)
                 except ray.exceptions.RayActorError as e:
                     log.warning("stream worker %s died (%s); replacing it", w.name, type(e).__name__)
-                except Exception as e:  # the function failed and there is nowhere to put the record
-                    self._retire(w)
-                    ray.kill(w.handle, no_restart=True)
-                    self._error = f"worker {w.name}: {getattr(e, 'cause', None) or e}"
-                    log.error("stream pipeline %s failed: %s", self.spec.group, self._error)
-                    threading.Thread(target=self.stop, daemon=True).start()
-                    return
+                except Exception as e:
+                    cause = getattr(e, "cause", None) or e
+                    self._errors += 1
+                    # The function failed with nowhere to put the record (restarting would fail on it
+                    # again), or workers keep failing (e.g. the output topic refuses writes): give up.
+                    if isinstance(cause, FunctionFailedError) or self._errors > MAX_WORKER_ERRORS:
+                        self._retire(w)
+                        ray.kill(w.handle, no_restart=True)
+                        self._error = f"worker {w.name}: {cause}"
+                        log.error("stream pipeline %s failed: %s", self.spec.group, self._error)
+                        threading.Thread(target=self.stop, daemon=True).start()
+                        return
+                    log.warning("stream worker %s failed (%s); replacing it", w.name, cause)
                 self._retire(w)
                 ray.kill(w.handle, no_restart=True)
                 self._restarts += 1

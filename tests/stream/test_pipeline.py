@@ -12,6 +12,7 @@ import time
 from collections import Counter
 
 import pyarrow as pa
+import pytest
 import ray
 
 from logan_ray import stream
@@ -202,5 +203,28 @@ def test_adding_and_removing_workers_rebalances_the_partitions(client, topic_nam
         values = [f"s{i}".encode() for i in range(300)]
         _produce(client, source, values, partitions=3)
         assert Counter(_values(client, out, len(values))) == Counter(values)
+    finally:
+        pipeline.stop()
+
+
+def test_without_a_dead_letter_topic_a_poison_record_fails_the_pipeline(client, topic_name):
+    source, out = topic_name, f"{topic_name}-out"
+    client.create_topic(source, partitions=1)
+    client.create_topic(out, partitions=1)
+    _produce(client, source, [b"ok-0", b"ok-1", b"poison", b"ok-3"])
+
+    def careful(batch: pa.RecordBatch) -> pa.Table:
+        vals = batch.column("value").to_pylist()
+        if b"poison" in vals:
+            raise ValueError("cannot digest poison")
+        return pa.table({"value": pa.array(vals, pa.binary())})
+
+    pipeline = stream.run(client, source, group=f"{topic_name}-g", fn=careful, output_topic=out)
+    try:
+        with pytest.raises(stream.PipelineFailedError, match=f"{source}-0 offset 2"):
+            pipeline.wait(timeout=20)
+        status = pipeline.status()
+        assert status.state == "failed" and status.workers == 0 and status.worker_restarts == 0
+        assert status.lag == {(source, 0): 4}  # nothing committed: a fixed function starts over here
     finally:
         pipeline.stop()
