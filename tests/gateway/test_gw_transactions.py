@@ -189,3 +189,27 @@ def test_transactional_batches_of_partitions_not_in_the_transaction_are_refused(
         assert code == codes.INVALID_TXN_STATE
     p.commit_transaction(30)
     assert _read(gateway, other, "read_uncommitted", quiet_s=1.0) == []
+
+
+def test_a_restarted_coordinator_replays_its_transactions_from_the_log(client, gateway, topic_name):
+    """The coordinator's state is in __transaction_state: killed mid-transaction, Ray restarts it and
+    it replays the partition, so the open transaction still commits (and the next one works)."""
+    import ray
+
+    from logan_ray.actors.txn_coordinator import txn_coordinator_on
+
+    client.create_topic(topic_name, 1)
+    tid = "tx-" + topic_name
+    p = _producer(gateway, tid)
+    p.begin_transaction()
+    p.produce(topic_name, b"before-restart", partition=0)
+    p.flush(30)
+    coordinator = txn_coordinator_on(ray.get_runtime_context().get_node_id())
+    ray.kill(coordinator, no_restart=False)
+    p.produce(topic_name, b"after-restart", partition=0)
+    p.commit_transaction(60)
+    assert ray.get(coordinator.stats.remote(), timeout=30)["transactions"] >= 1  # the new instance replayed
+    p.begin_transaction()
+    p.produce(topic_name, b"next", partition=0)
+    p.commit_transaction(30)
+    assert _read(gateway, topic_name, "read_committed") == [b"before-restart", b"after-restart", b"next"]
