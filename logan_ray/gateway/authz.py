@@ -17,6 +17,7 @@ from logan_ray.protocol import errors as codes
 from logan_ray.security import acl
 from logan_ray.security.authorizer import who
 
+from . import txn_authz
 from .broker_identity import replica_id_of
 
 if TYPE_CHECKING:
@@ -85,6 +86,10 @@ async def guard(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> t
             return {**_defaults(key, version), "error_code": GROUP_DENIED}, None
         if key not in _PARTITIONED:
             return None, None
+    if key == 0:
+        refused = txn_authz.produce(body, ok)
+        if refused is not None:
+            return refused, None
     if key in _PARTITIONED:
         group_denied = key == 8 and not ok(acl.READ, acl.GROUP, body.get("group_id", ""))
         return None, await _partitioned(gw, key, body, ok, group_denied)
@@ -102,7 +107,9 @@ async def guard(gw: "Gateway", conn: "Connection", header: Any, body: dict) -> t
                 or d.any_allowed(principal, host, acl.WRITE, acl.TOPIC)):
             return {**_defaults(key, version), "error_code": CLUSTER_DENIED, "producer_id": -1,
                     "producer_epoch": -1}, None
-        return None, None
+        return txn_authz.guard(key, version, body, ok, _defaults(key, version))
+    if key in txn_authz.KEYS:
+        return txn_authz.guard(key, version, body, ok, _defaults(key, version))
     if key == 10:
         return _find_coordinator(key, version, body, ok)
     if key == 9:
