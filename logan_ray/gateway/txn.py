@@ -225,14 +225,19 @@ async def verify_produce(gw: GatewayContext, body: dict, partitions: list[tuple[
     first = next(data for t, p, data in partitions if is_transactional(data))
     pid = int.from_bytes(first[43:51], "big", signed=True)  # producerId, then producerEpoch
     epoch = int.from_bytes(first[51:53], "big", signed=True)
-    try:
-        node = (await coordinator_nodes(gw, [tid]))[tid]
-        if node is None:
+    from logan_ray.actors.txn_coordinator import partition_for_txn
+
+    try:  # the cached route (no router call per produce); a stale one is forgotten below
+        routes = await gw.cluster.topic(txn_topic())
+        part = await gw.cluster.partition(txn_topic(), partition_for_txn(tid, len(routes))) if routes else None
+        if part is None or part.offline:
             return {tp: codes.NOT_ENOUGH_REPLICAS for tp in wanted}
-        got = await _call(gw, "verify_partitions", tid, pid, epoch, wanted, node_id=node)
+        got = await _call(gw, "verify_partitions", tid, pid, epoch, wanted, node_id=part.node_id)
     except Exception as e:
         log.warning("gateway: cannot verify transactional produce of %r: %s", tid, e)
         return {tp: codes.NOT_ENOUGH_REPLICAS for tp in wanted}  # retriable, as Kafka answers
+    if codes.NOT_COORDINATOR in got.values():
+        gw.cluster.forget(txn_topic())
     return {tp: _PRODUCE_CODES.get(c, c) for tp, c in got.items()}
 
 
@@ -240,7 +245,8 @@ async def verify_produce(gw: GatewayContext, body: dict, partitions: list[tuple[
 _PRODUCE_CODES = {codes.PRODUCER_FENCED: codes.INVALID_PRODUCER_EPOCH,
                   codes.INVALID_PRODUCER_ID_MAPPING: codes.INVALID_TXN_STATE,
                   codes.TRANSACTION_ABORTABLE: codes.INVALID_TXN_STATE,
-                  codes.CONCURRENT_TRANSACTIONS: codes.NOT_ENOUGH_REPLICAS}
+                  codes.CONCURRENT_TRANSACTIONS: codes.NOT_ENOUGH_REPLICAS,
+                  codes.NOT_COORDINATOR: codes.NOT_ENOUGH_REPLICAS}
 
 
 HANDLERS: HandlerTable = {
