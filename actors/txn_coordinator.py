@@ -192,8 +192,22 @@ class TxnCoordinatorActor:
 
     # ============================================================ running the core
     async def _append(self, owned: _Owned, records: Iterable[TxnLogRecord]) -> None:
+        """Append with acks=all. A refused append is tried once more on the partition's current actor
+        if this node still leads it in the same epoch (the actor hibernated after ``partition.idle.ms``
+        or was restarted in place); otherwise the error goes up and the caller drops the partition."""
         batch = offsets_log.build_records([(r.key, r.value) for r in records])
-        await owned.handle.append_durable.remote(batch, internal=True)
+        try:
+            await owned.handle.append_durable.remote(batch, internal=True)
+            return
+        except Exception as e:
+            first = e
+        router = await self._router()
+        handle, _ = await router.reactivate.remote(TXN_TOPIC, owned.part, owned.handle._actor_id.hex())
+        lead = ownership.leadership((await self._routes())[TXN_TOPIC], owned.part)
+        if not ownership.owns(self.node_id, lead) or lead.epoch != owned.epoch:
+            raise first
+        owned.handle = handle
+        await handle.append_durable.remote(batch, internal=True)
 
     async def _apply(self, transactional_id: str, call: Any, wait_markers: bool = True) -> Outcome:
         """Run ``call(core)`` under the partition's lock, log its records, then write its markers."""

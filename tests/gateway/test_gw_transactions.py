@@ -213,3 +213,21 @@ def test_a_restarted_coordinator_replays_its_transactions_from_the_log(client, g
     p.produce(topic_name, b"next", partition=0)
     p.commit_transaction(30)
     assert _read(gateway, topic_name, "read_committed") == [b"before-restart", b"after-restart", b"next"]
+
+
+def test_the_coordinator_keeps_serving_after_its_log_partition_hibernates(client, gateway):
+    """An idle __transaction_state partition hibernates (partition.idle.ms): the coordinator's next
+    append goes to its restarted actor, not to a NOT_COORDINATOR and a replay."""
+    import ray
+
+    from logan_ray.actors.names import NAMESPACE, ROUTER_NAME
+    from logan_ray.actors.txn_coordinator import TXN_TOPIC, partition_for_txn, txn_coordinator_on
+
+    coordinator = txn_coordinator_on(ray.get_runtime_context().get_node_id())
+    tid = f"tx-hibernate-{uuid.uuid4().hex[:8]}"
+    error, pid, epoch = ray.get(coordinator.init_producer_id.remote(tid, 10_000), timeout=60)
+    assert error == codes.NONE
+    router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
+    n = len(ray.get(router.route_with_ids.remote([TXN_TOPIC]))[TXN_TOPIC]["partitions"])
+    assert ray.get(router.hibernate.remote(TXN_TOPIC, partition_for_txn(tid, n), idle_only=False), timeout=60)
+    assert ray.get(coordinator.init_producer_id.remote(tid, 10_000), timeout=60) == (codes.NONE, pid, epoch + 1)
