@@ -729,11 +729,18 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         return self._gateways.get(node_id)
 
     async def gateways(self) -> dict[str, tuple[str, int]]:
-        """The gateways of alive nodes (a node that died took its gateway with it), fenced ones left out
-        (as Kafka's metadata leaves out fenced brokers)."""
+        """The gateways of alive nodes (a node that died took its gateway with it), fenced ones included.
+
+        KRaft leaves a fenced broker out of Metadata; here a fenced node whose node Ray still counts
+        alive stays in (it leads nothing: its partitions were given new leaders, so no client is sent
+        to it). Each gateway caches this list for ``GATEWAYS_TTL_S``, so a broker left out and taken in
+        again is missing from one gateway's answer while another's lists it, and librdkafka (2.x)
+        decommissions a broker missing from any Metadata answer, dropping the requests it had in
+        flight there: a consumer whose subscription metadata was among them waited for the next
+        ``topic.metadata.refresh.interval.ms`` (5 minutes) before joining its group
+        (tests/gateway/test_gw_failover_faults.py, (a)). As ``listener_gateways`` already does."""
         self._watching()
-        return {node: ep for node, ep in self._gateways.items()
-                if node in self._alive and not self._sessions.fenced(node)}
+        return {node: ep for node, ep in self._gateways.items() if node in self._alive}
 
     async def settings(self) -> dict[str, Any]:
         return {"data_dir": self.data_dir, "auto_create_topics": self.auto_create_topics,
