@@ -88,8 +88,8 @@ def test_cli_end_to_end_then_a_background_restart_keeps_everything(data_dir):
         assert b"Traceback" not in r.stderr
         r = run(data_dir, "topic", "create", "t2", "--config", "nope=1")
         assert r.returncode == 1 and b"nope" in r.stderr and b"Traceback" not in r.stderr
-        # the internal topic exists from the start (created with the broker), listed as kafka-topics lists it
-        assert run(data_dir, "topic", "list").stdout.split() == [b"__consumer_offsets", b"events"]
+        # the internal topics exist from the start (created with the broker), listed as kafka-topics lists them
+        assert run(data_dir, "topic", "list").stdout.split() == [b"__consumer_offsets", b"__transaction_state", b"events"]
     finally:
         stop(proc)
     assert os.path.exists(os.path.join(data_dir, "events-0"))
