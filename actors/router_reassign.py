@@ -123,36 +123,39 @@ class PartitionReassignment:
         return out
 
     async def _grow_internal_topics(self) -> bool:
-        """``__consumer_offsets`` created while fewer nodes were up than ``offsets.topic.replication.factor``
-        gets its missing replicas as nodes join (reassignments adding them; committed offsets then survive
-        the loss of any one host, with cluster.yaml's broker started before its workers). True when any
-        reassignment began. The router's lock is held."""
+        """``__consumer_offsets`` and ``__transaction_state`` created while fewer nodes were up than
+        ``offsets.topic.replication.factor`` get their missing replicas as nodes join (reassignments
+        adding them; committed offsets and transaction states then survive the loss of any one host,
+        with cluster.yaml's broker started before its workers). True when any reassignment began.
+        One topic grows at a time, one growth per topic at a time. The router's lock is held."""
         from .group_coordinator import OFFSETS_TOPIC
+        from .txn_coordinator import TXN_TOPIC
 
-        t = self._meta["topics"].get(OFFSETS_TOPIC)
-        if t is None:
-            return False
         eligible = sorted(n for n in self._alive if not self._sessions.fenced(n) and n not in self._draining)
         factor = min(self.offsets_topic_replication_factor or replica_placement.DEFAULT_OFFSETS_TOPIC_REPLICATION_FACTOR,
                      len(eligible))
-        if replica_placement.replication_factor(t) >= factor:
-            return False
-        current = {}
-        for p in range(t["partitions"]):
-            rec = t.get("leaders", {}).get(str(p), {})
-            if reassignment.in_progress(rec):
-                return False  # one growth at a time: the next round looks again once it is done
-            current[(OFFSETS_TOPIC, p)] = replica_placement.replicas_of(t, p)
-        targets = reassignment.grown(current, eligible, factor)
-        for (topic, p), target in sorted(targets.items()):
-            await self._reassign(topic, p, target)
-        t["replication_factor"] = factor
-        await self._save_soon()
-        log.warning("router: %s grows to %d replicas per partition (offsets.topic.replication.factor %d, %d nodes "
-                    "up): %d partitions reassigned", OFFSETS_TOPIC, factor, self.offsets_topic_replication_factor,
-                    len(eligible), len(targets))
-        self._reassigning()
-        return bool(targets)
+        for name in (OFFSETS_TOPIC, TXN_TOPIC):
+            t = self._meta["topics"].get(name)
+            if t is None or replica_placement.replication_factor(t) >= factor:
+                continue
+            current = {}
+            for p in range(t["partitions"]):
+                rec = t.get("leaders", {}).get(str(p), {})
+                if reassignment.in_progress(rec):
+                    return False  # one growth at a time: the next round looks again once it is done
+                current[(name, p)] = replica_placement.replicas_of(t, p)
+            targets = reassignment.grown(current, eligible, factor)
+            for (topic, p), target in sorted(targets.items()):
+                await self._reassign(topic, p, target)
+            t["replication_factor"] = factor
+            await self._save_soon()
+            log.warning("router: %s grows to %d replicas per partition (offsets.topic.replication.factor %d, %d "
+                        "nodes up): %d partitions reassigned", name, factor, self.offsets_topic_replication_factor,
+                        len(eligible), len(targets))
+            self._reassigning()
+            if targets:
+                return True
+        return False
 
     # ------------------------------------------------------------ controller
     async def _reassign(self, topic: str, partition: int, replicas: list[Any] | None,

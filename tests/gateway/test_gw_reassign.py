@@ -66,9 +66,11 @@ SCRIPT = textwrap.dedent(
         third = next(n for n in endpoints if n not in (leader, follower))
         bootstrap = ",".join(sorted(endpoints.values()))
         out["isr_full"] = wait_for(lambda: len(describe()["isr"]) == 2)
-        # __consumer_offsets had two copies (two nodes up at its creation): it grows to the configured three
+        # __consumer_offsets and __transaction_state had two copies (two nodes up at their creation): they
+        # grow to the configured three
         out["offsets_grown"] = wait_for(lambda: all(
-            len(p["replicas"]) == 3 and len(p["isr"]) == 3 for p in c.describe_topic("__consumer_offsets")["partitions"]
+            len(p["replicas"]) == 3 and len(p["isr"]) == 3 for t in ("__consumer_offsets", "__transaction_state")
+            for p in c.describe_topic(t)["partitions"]
         ) and c.list_reassignments() == {}, 90)
 
         acked, acked_solo, errors = [], [], []
@@ -208,7 +210,7 @@ SCRIPT = textwrap.dedent(
         out["rebalance_done"] = wait_for(lambda: c.list_reassignments() == {}, 60)
         out["rebalance_s"] = round(time.monotonic() - t0, 3)
         load, per_topic = {n: 0 for n in endpoints}, {}
-        for t in ("re", "bal", "solo", "idle", "__consumer_offsets"):  # every topic
+        for t in ("re", "bal", "solo", "idle", "__consumer_offsets", "__transaction_state"):  # every topic
             counts = per_topic[t] = {n: 0 for n in endpoints}
             for p in c.describe_topic(t)["partitions"]:
                 for n in p["replicas"]:
