@@ -462,10 +462,9 @@ class GroupCoordinatorActor(TxnOffsets):
                 self._topics_at[t] = now
         return {t: self._topics[t] for t in topics}
 
-    async def offset_commit(self, body: dict, version: int = 9) -> dict:
-        """OffsetCommit: acknowledged only once the commit records are in __consumer_offsets (acks=all)."""
-        gid = body["group_id"]
-        await self._own(gid)
+    async def _commit_parts(self, body: dict) -> tuple[list[tuple], set[tuple[str, int]]]:
+        """The (topic, partition, offset, leader epoch, metadata) of an OffsetCommit or TxnOffsetCommit
+        body, and those of unknown partitions (a topic created a moment ago is asked again first)."""
         parts = [(t["name"], p["partition_index"], p["committed_offset"], p.get("committed_leader_epoch", -1),
                   p.get("committed_metadata"))
                  for t in body.get("topics") or () for p in t.get("partitions") or ()]
@@ -476,6 +475,13 @@ class GroupCoordinatorActor(TxnOffsets):
                 self._topics_at.pop(t, None)
             counts = await self._partition_counts({t for t, _ in unknown})
             unknown = {(t, p) for t, p in unknown if counts.get(t) is None or not 0 <= p < counts[t]}
+        return parts, unknown
+
+    async def offset_commit(self, body: dict, version: int = 9) -> dict:
+        """OffsetCommit: acknowledged only once the commit records are in __consumer_offsets (acks=all)."""
+        gid = body["group_id"]
+        await self._own(gid)
+        parts, unknown = await self._commit_parts(body)
         errors, accepted = self.coord.validate_commit(gid, body.get("generation_id_or_member_epoch", -1),
                                                       body.get("member_id") or "", body.get("group_instance_id"),
                                                       parts, unknown)

@@ -23,7 +23,7 @@ from logan_ray.protocol import errors as E
 
 
 class TxnOffsets:
-    """Mixed into GroupCoordinatorActor (uses its ``_own``, ``_partition_counts``, ``coord``, ``_write_records``)."""
+    """Mixed into GroupCoordinatorActor (uses its ``_own``, ``_commit_parts``, ``coord``, ``_write_records``)."""
 
     _txn_pending: dict[int, list[tuple[str, list]]]
 
@@ -36,11 +36,7 @@ class TxnOffsets:
         """TxnOffsetCommit: checked like OffsetCommit, held until the transaction's marker."""
         gid = body["group_id"]
         await self._own(gid)
-        parts = [(t["name"], p["partition_index"], p["committed_offset"], p.get("committed_leader_epoch", -1),
-                  p.get("committed_metadata"))
-                 for t in body.get("topics") or () for p in t.get("partitions") or ()]
-        counts = await self._partition_counts({t for t, *_ in parts})
-        unknown = {(t, p) for t, p, *_ in parts if counts.get(t) is None or not 0 <= p < counts[t]}
+        parts, unknown = await self._commit_parts(body)
         errors, accepted = self.coord.validate_commit(gid, body.get("generation_id", -1),
                                                       body.get("member_id") or "", body.get("group_instance_id"),
                                                       parts, unknown)
