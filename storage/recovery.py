@@ -12,10 +12,11 @@ Rules (close to Kafka's):
 * ``full=True`` CRC-scans every segment and reports, without truncating
   acknowledged data.
 * Indexes are derived: any index that fails its checks is rebuilt.
-* The transaction index (``.txnindex``) of every rescanned segment is emptied
-  and marked stale, like a missing one; the log rebuilds stale ones from the
-  batches when it rebuilds the producer state (:mod:`.log_lifecycle`). A torn
-  tail of a trusted one is cut off.
+* The transaction index (``.txnindex``) of every rescanned segment that holds
+  a transaction marker (or damage) is emptied and marked stale, like a missing
+  one; the log rebuilds stale ones from the batches when it rebuilds the
+  producer state (:mod:`.log_lifecycle`). A rescanned segment without markers
+  gets an empty index, which is whole. A torn tail of a trusted one is cut off.
 * Segment swaps by the log cleaner (see :mod:`.swap`) that were committed (a
   ``.swap`` manifest exists) are finished first; uncommitted ``.cleaned``
   files are deleted. Cleaned segments may be empty or leave offset gaps, and
@@ -224,8 +225,13 @@ def load_segments(
         cut = apply_scan(seg, outcome)
         report.corrupt.extend(outcome.corrupt)
         seg.durable = (i < first_scan) and not is_last
-        if i >= first_scan:
+        if i >= first_scan and (outcome.control_batches or outcome.corrupt or outcome.holes):
             seg.txnindex.reset()  # may describe cut records: the log replays the segment into it again
+        elif i >= first_scan:
+            # The scan read every batch header and met no transaction marker: no abort is indexed in
+            # this segment, so its index is empty and whole. Marking it stale instead would make the
+            # log replay producer state from before this segment, passing over the roll snapshots.
+            seg.txnindex.replace(())
         else:
             seg.txnindex.load(seg.next_offset)
         segments.append(seg)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 
-from .batch_header import HEADER_SIZE, LOG_OVERHEAD, MAGIC, crc_matches, framing_error, header_at
+from .batch_header import CONTROL_BIT, HEADER_SIZE, LOG_OVERHEAD, MAGIC, crc_matches, framing_error, header_at
 from .file_batches import SCAN_CHUNK, FileBatches
 from .index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
 from .segment import BatchRef, CorruptBatch, Segment
@@ -29,7 +29,8 @@ class ScanOutcome:
 
     __slots__ = (
         "index", "timeindex", "valid_end", "next_offset", "max_timestamp", "offset_of_max",
-        "corrupt", "holes", "truncate_at", "truncate_reason", "batches", "verified", "checked_crc",
+        "corrupt", "holes", "truncate_at", "truncate_reason", "batches", "control_batches", "verified",
+        "checked_crc",
     )
 
     def __init__(self) -> None:
@@ -42,6 +43,7 @@ class ScanOutcome:
         self.truncate_at: int | None = None
         self.truncate_reason = ""
         self.batches = 0
+        self.control_batches = 0  # transaction markers among them: none means the .txnindex is empty
         self.verified: list[tuple[int, int]] = []
         self.checked_crc = False
 
@@ -139,6 +141,8 @@ def _account(out: ScanOutcome, state: list[int], ref: BatchRef, interval: int) -
     out.next_offset = ref.last_offset + 1
     out.valid_end = ref.position + ref.size
     out.batches += 1
+    if ref.attributes & CONTROL_BIT:
+        out.control_batches += 1
 
 def _good_run(
     seg: Segment, out: ScanOutcome, state: list[int], position: int, end: int, expected: int, check_crc: bool,
@@ -157,10 +161,10 @@ def _good_run(
     time_append = out.timeindex.maybe_append
     since, max_ts, off_max = state
     gaps_ok = seg.compacted  # cleaned segments: base offsets only have to increase
-    batches = 0
+    batches = controls = 0
     try:
         for position, h in reader.walk(position, end, check_crc=check_crc):
-            base, length, _epoch, _magic, _crc, _attributes, delta, _bts, batch_max_ts, _pid, _pep, _seq, _count = h
+            base, length, _epoch, _magic, _crc, attributes, delta, _bts, batch_max_ts, _pid, _pep, _seq, _count = h
             if expected >= 0 and (base < expected if gaps_ok else base != expected):
                 break
             if batch_max_ts > max_ts:
@@ -174,9 +178,12 @@ def _good_run(
             expected = base + delta + 1
             position += size
             batches += 1
+            if attributes & CONTROL_BIT:
+                controls += 1
     finally:
         reader.close()
     state[:] = [since, max_ts, off_max]
+    out.control_batches += controls
     if batches:
         out.batches += batches
         out.next_offset = expected
