@@ -76,6 +76,7 @@ ADOPT_CHECK_S = 10.0  # a restarted router waits this long to learn which runnin
 LEGACY_TOPIC_ID_NAMESPACE = uuid.UUID("6c6f6761-6e2d-7261-792d-746f70696373")
 #: how long an activation waits for a partition actor that Ray restarts while it starts
 RESTARTING_WAIT_S = 60.0
+STATUS_STOP_WAIT_S = 5.0  # status waits this long for hibernations under way to end (see status)
 
 
 async def _identity(handle: Any) -> tuple[str, str]:
@@ -676,8 +677,15 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
 
     async def status(self) -> list[dict[str, Any]]:
         """One row per partition: its log's stats (an inactive one's read from its folder), or for an
-        offline one the node it waits for."""
+        offline one the node it waits for.
+
+        A partition whose hibernation (or move) is under way is neither active nor inactive yet: the
+        attempt may still find it busy and keep it. So the answer waits for those to end (they take
+        milliseconds: a close and fsync) and, past ``STATUS_STOP_WAIT_S``, names such a partition
+        active and ``stopping``, never inactive while its actor still owns its files."""
         self._watching()
+        if self._stopping:
+            await asyncio.wait([asyncio.shield(f) for f in list(self._stopping.values())], timeout=STATUS_STOP_WAIT_S)
         rows = []
         closed = await self.closed_stats([(topic, p) for topic, t in self._meta["topics"].items()
                                           for p in range(t["partitions"]) if (topic, p) not in self._handles])
@@ -692,6 +700,12 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
                 place = t["placement"][str(k[1])]
                 if isinstance(s, dict):
                     rows.append({**s, "active": True})
+                    continue
+                if k in self._stopping:
+                    rows.append({"topic": topic, "partition": k[1], "node_id": place["node_id"],
+                                 "node_ip": place.get("node_ip"), "active": True, "stopping": True,
+                                 "log_start_offset": None, "log_end_offset": None, "size_bytes": None,
+                                 "segment_count": None})
                     continue
                 if isinstance(s, BaseException):  # not (yet) known to be offline: say what failed
                     rows.append({"topic": topic, "partition": k[1], "node_id": place["node_id"],

@@ -133,3 +133,34 @@ def test_router_sigkilled_while_partitions_hibernate_then_every_partition_serves
     for p in range(3):
         assert produce(client, topic_name, p, [b"new"]) == [10]
         assert read_all(client, topic_name, p) == [(i, b"p%d-%d" % (p, i)) for i in range(10)] + [(10, b"new")]
+
+
+def _row(client, topic: str) -> dict:
+    return next(r for r in client.status() if r["topic"] == topic and r["partition"] == 0)
+
+
+def test_status_never_names_a_partition_inactive_while_its_hibernation_is_under_way(client, broker_dir, topic_name):
+    """A hibernation attempt may still find the partition busy and keep it: status waits for its outcome
+    and, past its wait, names the partition active and stopping (a test that waited for "inactive"
+    once went on while the attempt failed and the same actor served on)."""
+    import threading
+
+    from logan_ray.actors.router import STATUS_STOP_WAIT_S
+
+    client.create_topic(topic_name, partitions=1, activate=False)
+    assert produce(client, topic_name, 0, [b"x"]) == [0]
+    paused = Paused(broker_dir, topic_name, 0, "hibernate-closing")
+    try:
+        client.call(topic_name, 0, "offsets")  # traffic after arming: its next hibernation stops there
+        paused.pid()
+        started = time.monotonic()
+        row = _row(client, topic_name)
+        assert time.monotonic() - started >= STATUS_STOP_WAIT_S - 0.5  # it waited for the outcome
+        assert row.get("active") is True and row.get("stopping") is True, row
+        threading.Timer(1.0, paused.release).start()
+        row = _row(client, topic_name)  # answered once the hibernation ends, with its outcome
+        assert not os.path.exists(paused.armed + ".paused")
+        assert not row.get("active") and not row.get("stopping") and row["log_end_offset"] == 1, row
+    finally:
+        paused.release()
+    wait_hibernated(client, topic_name, {0})
