@@ -168,10 +168,11 @@ class PartitionActor:
         opened = open_partition(router_name, topic, partition, topic_id, uuid.uuid4().hex, directory)
         config = opened["config"]
         pause_point(directory, "activate-config")
-        stale = claim(directory, topic_id)
-        if stale is not None:
-            log.warning("partition %s-%d: removed the folder of an earlier topic %s of the same name", topic,
-                        partition, stale)
+        stray = claim(directory, topic_id)
+        if stray is not None:
+            log.warning("partition %s-%d: the folder held topic id %s, not this topic's %s; kept aside as %s "
+                        "(remove it, or move it back if the metadata was lost)", topic, partition, stray[0],
+                        topic_id, stray[1])
         # The log loads idempotent-producer state from its newest snapshot plus the batches after it;
         # the broker's producer.id.expiration.* come with the config (dynamic: they may have changed).
         self._producer_id_expiration_ms = opened.get("producer_id_expiration_ms", producer_id_expiration_ms)

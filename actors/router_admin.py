@@ -140,7 +140,10 @@ class TopicAdmin:
 
         def make() -> None:
             for p in local:
-                claim(self._dir(name, p), t["topic_id"])
+                stray = claim(self._dir(name, p), t["topic_id"])
+                if stray is not None:
+                    log.warning("topic %s partition %d: its folder held topic id %s; kept aside as %s", name, p,
+                                *stray)
         await asyncio.to_thread(make)
 
     async def delete_topic(self, name: str) -> None:

@@ -9,6 +9,13 @@ Removal: a folder is first renamed out of the way to ``<topic>-<p>.<uniq>-delete
 (one atomic rename, made durable by fsyncing the parent), then removed. A crash
 between the two leaves only a ``-delete`` folder, which nothing opens and
 ``sweep_deleted`` removes; the folder's own name is free at once.
+
+Strays: a folder that names a topic id the cluster does not give that name now is
+never removed on the strength of metadata alone. It may be a cut-short deletion's
+remains, but it may as well be a live topic's data after the cluster's metadata was
+lost or rolled back (issue 33): so it is renamed aside to ``<topic>-<p>.<uniq>-stray``
+(as Kafka renames stray logs) and kept for an operator, who removes it or moves it
+back. Nothing opens or sweeps ``-stray`` folders.
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ from .sync import fsync_dir
 
 METADATA_FILE = "partition.metadata"
 DELETE_SUFFIX = "-delete"
+STRAY_SUFFIX = "-stray"
 
 
 def _kafka_uuid(topic_id: str) -> str:
@@ -56,16 +64,26 @@ def write_topic_id(directory: str, topic_id: str) -> None:
                  f"version: 0\ntopic_id: {_kafka_uuid(topic_id)}\n".encode())
 
 
-def mark_for_deletion(directory: str) -> str | None:
-    """Rename ``directory`` to ``<name>.<uniq>-delete`` durably; returns the new path (None: no folder)."""
+def _rename_aside(directory: str, suffix: str) -> str | None:
+    """Rename ``directory`` to ``<name>.<uniq><suffix>`` durably; returns the new path (None: no folder)."""
     directory = os.path.abspath(directory)
-    doomed = f"{directory}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+    aside = f"{directory}.{uuid.uuid4().hex}{suffix}"
     try:
-        os.rename(directory, doomed)
+        os.rename(directory, aside)
     except FileNotFoundError:
         return None
     fsync_dir(os.path.dirname(directory))
-    return doomed
+    return aside
+
+
+def mark_for_deletion(directory: str) -> str | None:
+    """Rename ``directory`` to ``<name>.<uniq>-delete`` durably; returns the new path (None: no folder)."""
+    return _rename_aside(directory, DELETE_SUFFIX)
+
+
+def set_aside_as_stray(directory: str) -> str | None:
+    """Rename ``directory`` to ``<name>.<uniq>-stray`` durably and keep it; returns the new path."""
+    return _rename_aside(directory, STRAY_SUFFIX)
 
 
 def remove_marked(doomed: str | None) -> None:
@@ -96,17 +114,19 @@ def sweep_deleted(data_dir: str) -> int:
     return len(found)
 
 
-def claim(directory: str, topic_id: str) -> str | None:
+def claim(directory: str, topic_id: str) -> tuple[str, str] | None:
     """Make ``directory`` the folder of topic ``topic_id`` before its log opens.
 
-    A folder that names another topic id is an earlier topic's of the same name
-    (its deletion was cut short): it is renamed away and removed, never served.
-    A folder with no id (written before ids were recorded) is adopted. Returns
-    the other topic id found, if any.
+    A folder that names another topic id is never served as this topic's: it is
+    set aside as a stray (see the module docstring), not removed, because the
+    metadata that calls it foreign may be the thing that is wrong. A folder with
+    no id (written before ids were recorded) is adopted. Returns ``(the other
+    topic id, where its folder now is)`` when one was set aside.
     """
     found = read_topic_id(directory)
+    aside = None
     if found is not None and found != topic_id:
-        remove_marked(mark_for_deletion(directory))
+        aside = set_aside_as_stray(directory)
     if found != topic_id:
         write_topic_id(directory, topic_id)
-    return found if found not in (None, topic_id) else None
+    return (found, aside) if found is not None and aside is not None else None

@@ -3,6 +3,7 @@ atomic (a crash at any step never brings old records back to a topic re-created 
 and a data dir serves one broker only."""
 from __future__ import annotations
 
+import filecmp
 import glob
 import json
 import os
@@ -79,8 +80,9 @@ def test_router_sigkilled_mid_deletion_then_recreate_brings_back_no_old_record(c
     assert glob.glob(os.path.join(broker_dir, f"{glob.escape(topic_name)}-*-delete")) == []
 
 
-def test_folder_left_by_a_cut_short_deletion_is_not_served_to_the_recreated_topic(client, broker_dir, topic_name,
-                                                                                   tmp_path):
+def test_folder_of_another_topic_id_is_not_served_to_the_recreated_topic_and_is_kept_aside(
+        client, broker_dir, topic_name, tmp_path):
+    """A cut-short deletion leaves it, but so does lost metadata (issue 33): never served, never removed."""
     client.create_topic(topic_name, partitions=1)
     producer = client.producer()
     for i in range(20):
@@ -97,9 +99,16 @@ def test_folder_left_by_a_cut_short_deletion_is_not_served_to_the_recreated_topi
 
     assert client.partition_offsets(topic_name) == {0: (0, 0)}
     assert ray.get(client.partition_actor(topic_name, 0).read_records.remote(0)) == []
+    strays = glob.glob(os.path.join(broker_dir, f"{glob.escape(topic_name)}-0.*-stray"))
+    assert len(strays) == 1, os.listdir(broker_dir)  # the old data, intact, for an operator to judge
+    kept = sorted(n for n in os.listdir(tmp_path / "kept") if n.endswith(".log"))
+    assert kept and all(filecmp.cmp(tmp_path / "kept" / n, os.path.join(strays[0], n), shallow=False) for n in kept)
     producer = client.producer()
     assert producer.send(topic_name, b"new", partition=0).result(timeout=30).offset == 0
     producer.close()
+    client.delete_topic(topic_name)  # deleting the topic leaves the stray alone
+    assert glob.glob(os.path.join(broker_dir, f"{glob.escape(topic_name)}-0.*-stray")) == strays
+    shutil.rmtree(strays[0])
 
 
 def test_partition_folder_names_its_topic_id_and_deletion_leaves_nothing(client, broker_dir, topic_name):
