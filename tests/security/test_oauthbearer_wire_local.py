@@ -238,7 +238,7 @@ def kafka_python_admin(port: int, token: str) -> None:
     try:
         KafkaAdminClient(bootstrap_servers=f"127.0.0.1:{port}", security_protocol="SASL_PLAINTEXT",
                          sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=_kafka_python_provider(token),
-                         request_timeout_ms=4000).close()
+                         request_timeout_ms=4000, bootstrap_timeout_ms=4000).close()
     except Exception:
         pass
 
