@@ -39,7 +39,7 @@ class TxnOffsets:
         parts, unknown = await self._commit_parts(body)
         errors, accepted = self.coord.validate_commit(gid, body.get("generation_id", -1),
                                                       body.get("member_id") or "", body.get("group_instance_id"),
-                                                      parts, unknown)
+                                                      parts, unknown, transactional=True)
         if accepted:
             TxnOffsets._pending(self).setdefault(body["producer_id"], []).append((gid, accepted))
         topics: dict[str, list[dict]] = {}

@@ -22,8 +22,14 @@ class OffsetCommits(Rebalance):
 
     def validate_commit(self, group_id: str, generation: int, member_id: str, instance_id: str | None,
                         partitions: Iterable[tuple[str, int, int, int, str | None]],
-                        unknown: set[tuple[str, int]] = frozenset()) -> tuple[dict[tuple[str, int], int], list]:
+                        unknown: set[tuple[str, int]] = frozenset(),
+                        transactional: bool = False) -> tuple[dict[tuple[str, int], int], list]:
         """Check an OffsetCommit; returns ({(topic, partition): error}, accepted entries to write).
+
+        ``transactional``: a TxnOffsetCommit. Its versions 0-2 carry no member id or
+        generation (aiokafka still sends v0), so, as Kafka's ClassicGroup.validateOffsetCommit,
+        one without them is accepted even while the group has members, and a member's is not
+        refused during a rebalance's completing phase (the transaction's marker applies it later).
 
         Entries are ``(topic, partition, OffsetEntry)``; the host appends them to the log
         and then calls :meth:`apply_commit`, so an acknowledged commit is durable.
@@ -48,10 +54,10 @@ class OffsetCommits(Rebalance):
                 return all_fail(E.UNKNOWN_MEMBER_ID)
             if generation != g.generation:
                 return all_fail(E.ILLEGAL_GENERATION)
-            if g.state == COMPLETING:
+            if g.state == COMPLETING and not transactional:
                 return all_fail(E.REBALANCE_IN_PROGRESS)
             self._schedule_heartbeat(g, g.members[member_id])
-        elif g.state != EMPTY:
+        elif g.state != EMPTY and not transactional:
             return all_fail(E.UNKNOWN_MEMBER_ID)  # only members may commit to a group with members
         now = self.wall_clock()
         accepted = []

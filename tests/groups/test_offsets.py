@@ -35,3 +35,23 @@ def test_offsets_commit_fetch_metadata_and_limits(clock):
     assert c.fetch_offsets("unknown-group", [("t", [0])]) == {"t": [(0, None)]}
     assert c.list_groups() == [{"group_id": "solo", "protocol_type": "", "group_state": EMPTY,
                                 "group_type": "classic"}]
+
+
+def test_transactional_commits_without_member_are_accepted_while_the_group_has_members(clock):
+    """TxnOffsetCommit v0-2 has no member id or generation (aiokafka sends v0): Kafka's classic
+    group accepts it from a non-member even while the group has members, and a member's during a
+    rebalance's completing phase; a plain OffsetCommit is refused in both cases."""
+    c = make(clock)
+    la, lb, gen = stable_pair(c)
+    part = [("t", 0, 3, -1, "")]
+    assert c.validate_commit("g", -1, "", None, part)[0] == {("t", 0): E.UNKNOWN_MEMBER_ID}
+    errors, accepted = c.validate_commit("g", -1, "", None, part, transactional=True)
+    assert errors == {("t", 0): 0} and len(accepted) == 1
+    assert c.validate_commit("g", gen, "stranger", None, part, transactional=True)[0] == {
+        ("t", 0): E.UNKNOWN_MEMBER_ID}  # a member id given is still checked
+    full_join(c)
+    join(c, member_id=la)
+    join(c, member_id=lb)
+    assert c.groups["g"].state == COMPLETING
+    assert c.validate_commit("g", gen + 1, la, None, part)[0] == {("t", 0): E.REBALANCE_IN_PROGRESS}
+    assert c.validate_commit("g", gen + 1, la, None, part, transactional=True)[0] == {("t", 0): 0}
