@@ -27,7 +27,7 @@ from typing import Any
 import ray
 from ray.util import metrics
 
-from logan_ray.storage.cleanable import dirty_stats
+from logan_ray.storage.cleanable import CleanView, dirty_stats, with_high_watermark
 from logan_ray.storage.compaction import DEFAULT_MAP_BYTES, CleanResult, clean, describe, discard
 
 from .names import NAMESPACE, ROUTER_NAME, cleaner_name
@@ -38,6 +38,17 @@ DEFAULT_INTERVAL_S = 15.0  # Kafka's log.cleaner.backoff.ms
 MAX_PASSES = 50  # per on-demand call; each pass covers what the offset map holds
 _TAGS = ("topic", "partition")
 _DURATION_BOUNDARIES = [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300]
+
+
+def _view(handle: Any, roll: bool) -> CleanView:
+    """The partition's cleaning view with its leader's high watermark, asked after the view.
+
+    The cleaner stays below the last stable offset, which needs the high
+    watermark (a completed transaction is unstable until it passes its marker);
+    asked later, it is never older than the view's transactions.
+    """
+    view = ray.get(handle.cleaning_view.remote(roll))
+    return with_high_watermark(view, ray.get(handle.offsets.remote())[1])
 
 
 class CleanerMetrics:
@@ -112,7 +123,7 @@ class CleanerActor:
                                    "tombstones_removed": 0, "segments_before": 0, "segments_after": 0}
         with self._pass_lock:
             for i in range(MAX_PASSES):
-                view = ray.get(handle.cleaning_view.remote(roll and i == 0))
+                view = _view(handle, roll and i == 0)
                 if not view.config.compacts:
                     raise ValueError(f"topic {topic!r} has cleanup.policy={view.config.cleanup_policy}: "
                                      "only topics with 'compact' are cleaned")
@@ -193,7 +204,7 @@ class CleanerActor:
             if self._failed.get((topic, partition), 0) > now:
                 continue
             try:
-                view = ray.get(handle.cleaning_view.remote(False))
+                view = _view(handle, False)
             except Exception as e:
                 log.debug("skipping %s-%d this round: %s", topic, partition, e)
                 continue

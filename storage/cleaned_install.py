@@ -111,10 +111,14 @@ def install_cleaned(st: LogState, result: CleanResult) -> SwapReport:
             prepared.append(new)
         installed, replaced = len(prepared), sum(len(old) for _, _, old in prepared)
         if prepared:
-            for seg, _, old in prepared:
-                # The cleaned segment keeps the aborted transactions of those it replaces (their
-                # markers are kept: the cleaner does not remove transaction data yet).
-                seg.txnindex.replace([e for o in old for e in o.txnindex.entries])
+            for (seg, _, old), group in zip(prepared, groups):
+                # The cleaned segment indexes the aborts whose marker it kept with data of theirs
+                # still in the log (the cleaner's choice, see .cleaner_txn); an entry whose data is
+                # gone can make no read_committed client drop a record, so dropping it is safe.
+                entries = group.aborted
+                if entries is None:  # a pass that did not say: adopt every entry of the replaced segments
+                    entries = tuple(e for o in old for e in o.txnindex.entries)
+                seg.txnindex.replace(entries)
                 seg.txnindex.sync()
             step("before-manifest")
             manifest = write_manifest(st.directory, [(seg.stem, [o.stem for o in old]) for seg, _, old in prepared])

@@ -6,9 +6,9 @@ when the map fills up the pass covers only the batches that fitted.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
-from .batch_header import CONTROL_BIT, LOG_OVERHEAD
+from .batch_header import CONTROL_BIT, LOG_OVERHEAD, BatchHeader
 from .cleanable import CleanView, SegmentView
 from .cleaner_batches import MALFORMED, batch_records, iter_batches
 from .cleaner_result import CleanStats, MapTooSmallError
@@ -17,8 +17,12 @@ from .raw_records import scan_records
 
 
 def build_map(view: CleanView, dirty: Sequence[SegmentView], first_dirty: int, limit: int,
-               offset_map: OffsetMap, fds: dict[str, int], stats: CleanStats) -> int:
+               offset_map: OffsetMap, fds: dict[str, int], stats: CleanStats,
+               aborted: Callable[[BatchHeader], bool] = lambda h: False) -> int:
     """Fill the map from the dirty segments; returns the end offset the map covers.
+
+    Batches of aborted transactions (``aborted``) stay out of the map: their
+    records are removed and must not supersede anything.
 
     No CRC check here: the copy pass checks every batch before writing
     anything, so a damaged batch aborts the pass whatever it put in the map.
@@ -30,7 +34,7 @@ def build_map(view: CleanView, dirty: Sequence[SegmentView], first_dirty: int, l
                 return limit
             size = h.batch_length + LOG_OVERHEAD
             stats.dirty_bytes += size
-            if base + lod < first_dirty or attrs & CONTROL_BIT or count == 0:
+            if base + lod < first_dirty or attrs & CONTROL_BIT or count == 0 or aborted(h):
                 continue
             if count > offset_map.room:
                 if not len(offset_map):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .cleaner_checkpoint import CleanerCheckpoint
+from .txn_index import AbortedTxn
 
 
 class ReplacedSegment(NamedTuple):
@@ -26,6 +27,9 @@ class CleanedGroup(NamedTuple):
     stem: str
     size: int
     replaced: tuple[ReplacedSegment, ...]
+    # The aborted transactions its .txnindex holds: those whose marker it keeps with data of
+    # theirs still in the log (None: adopt every entry of the replaced segments).
+    aborted: tuple[AbortedTxn, ...] | None = None
 
 
 @dataclass
@@ -44,6 +48,9 @@ class CleanStats:
     batches_rebuilt: int = 0
     batches_dropped: int = 0
     control_batches: int = 0
+    aborted_records_removed: int = 0  # records of aborted transactions
+    producer_batches_kept: int = 0  # a producer's last batch, emptied or whole, kept for its state
+    markers_removed: int = 0  # transaction markers whose transaction has no data left, past the horizon
     malformed_batches: int = 0  # CRC-valid batches whose records do not decode: kept as they are
     map_entries: int = 0
     map_capacity: int = 0

@@ -1,8 +1,9 @@
 """The cleaner's retain decision: which records of a batch survive, and the bytes to write for it.
 
 A record is kept unless a later offset of its key is in the offset map, it is
-a tombstone past the delete horizon, it has no key, or its batch lies below
-the log start. A batch with every record kept is copied verbatim, one with
+a tombstone past the delete horizon, it has no key, its batch lies below
+the log start, or its batch belongs to an aborted transaction. Markers stay
+while their transaction has data (:mod:`.cleaner_txn`). A batch with every record kept is copied verbatim, one with
 none is dropped, any other is rebuilt around the kept records' bytes
 (:func:`.raw_records.rebuild_batch`), keeping its offsets.
 """
@@ -13,6 +14,7 @@ import logging
 from .batch_header import CONTROL_BIT, LOG_OVERHEAD, TIMESTAMP_TYPE_BIT, BatchHeader
 from .cleaner_batches import MALFORMED, batch_records
 from .cleaner_result import CleanStats
+from .cleaner_txn import TxnCleaning
 from .offset_map import OffsetMap
 from .raw_records import RawRecord, rebuild_batch, scan_records
 
@@ -22,12 +24,30 @@ log = logging.getLogger(__name__)
 class Retainer:
     """The retain decision for every batch of the segments being recopied."""
 
-    def __init__(self, name: str, offset_map: OffsetMap, log_start: int, tombstone_horizon: int, stats: CleanStats):
+    def __init__(self, name: str, offset_map: OffsetMap, log_start: int, tombstone_horizon: int, stats: CleanStats,
+                 txn: TxnCleaning | None = None, producer_last: dict[int, int] | None = None):
         self.name = name
+        self.txn = txn if txn is not None else TxnCleaning((), tombstone_horizon)
+        self.producer_last = producer_last or {}
         self.map = offset_map
         self.log_start = log_start
         self.horizon = tombstone_horizon
         self.stats = stats
+
+    def _last_of_producer(self, mv: memoryview, rel: int, size: int, h: BatchHeader) -> object | None:
+        """What stays of a producer's last data batch whose records all go (None: not such a batch).
+
+        Kafka keeps it as an empty batch, so a replay of the log still finds the
+        producer's epoch and last sequence. A one-record batch cannot be emptied
+        (an empty batch must span offsets), so it is kept whole: compaction
+        promises the latest record of each key, never that older ones go.
+        """
+        if h.producer_id < 0 or self.producer_last.get(h.producer_id) != h.base_offset:
+            return None
+        self.stats.producer_batches_kept += 1
+        if h.last_offset_delta == 0:
+            return mv[rel : rel + size]
+        return rebuild_batch(h, b"", [], compression="none", keep_last_offset_delta=True)
 
     def filter(self, buf: bytearray, mv: memoryview, rel: int, h: BatchHeader) -> tuple[object | None, int, bool]:
         """``(bytes to write or None, max timestamp, changed)`` for one (CRC-checked) batch."""
@@ -38,10 +58,23 @@ class Retainer:
         st.batches_read += 1
         if attrs & CONTROL_BIT:
             st.control_batches += 1
-            return mv[rel : rel + size], max_ts, False
+            if self.txn.keep_marker(buf, rel, h):
+                return mv[rel : rel + size], max_ts, False
+            st.markers_removed += 1
+            st.batches_dropped += 1
+            return None, max_ts, True
         st.records_read += count
         if base + lod < self.log_start:
             st.records_removed += count
+            st.batches_dropped += 1
+            return None, max_ts, True
+        self.txn.data_batch(h)
+        if self.txn.is_aborted(h):
+            st.records_removed += count
+            st.aborted_records_removed += count
+            kept_part = self._last_of_producer(mv, rel, size, h)
+            if kept_part is not None:
+                return kept_part, max_ts, h.last_offset_delta > 0
             st.batches_dropped += 1
             return None, max_ts, True
         try:
@@ -79,6 +112,9 @@ class Retainer:
         if kept == count:
             return mv[rel : rel + size], max_ts, False
         if kept == 0:
+            kept_part = self._last_of_producer(mv, rel, size, h)
+            if kept_part is not None:
+                return kept_part, max_ts, h.last_offset_delta > 0
             st.batches_dropped += 1
             return None, max_ts, True
         lat_time = attrs & TIMESTAMP_TYPE_BIT

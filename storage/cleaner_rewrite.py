@@ -79,6 +79,7 @@ class GroupWriter:
         if writer is None:
             return
         self.writer = None
+        entries = self.copier.txn.take_entries()
         st = self.result.stats
         before = sum(s.size for s in group)
         st.bytes_before += before
@@ -92,7 +93,8 @@ class GroupWriter:
         size = writer.finish()
         st.bytes_after += size
         self.result.groups.append(CleanedGroup(group[0].base_offset, writer.generation, writer.stem, size,
-                                               tuple(ReplacedSegment(s.base_offset, s.path, s.size) for s in group)))
+                                               tuple(ReplacedSegment(s.base_offset, s.path, s.size) for s in group),
+                                               tuple(entries)))
         self.step("group-written")
 
     def abort(self) -> None:

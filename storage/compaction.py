@@ -30,9 +30,13 @@ One pass, in Kafka's terms:
   consumer that reads from the start within that time sees every delete.
 * Records without a key are removed (Kafka's cleaner does the same; Kafka
   brokers refuse them on compacted topics in the first place).
-* Control batches (transaction markers) are copied unchanged and transactional
-  batches are compacted like any other: logan-ray has no transactions yet, so
-  there are no aborted records to drop and no marker can be proven obsolete.
+* Transactions (:mod:`.cleaner_txn`): the pass never reaches the last stable
+  offset (:mod:`.cleanable`); batches of aborted transactions (known from the
+  ``.txnindex`` entries in the view) are removed and stay out of the offset
+  map; committed transactional records are compacted by key like any other; a
+  marker stays while its transaction has a batch in the log, then goes once
+  below the delete horizon, like a tombstone; a cleaned segment's ``.txnindex``
+  keeps the aborts whose marker and data remain.
 
 The output of each group is ``<stem>.log.cleaned`` plus indexes, fsynced
 (:mod:`.cleaned_segment`); :mod:`.swap` explains how it replaces the old files
@@ -50,10 +54,11 @@ import os
 import time
 from typing import Callable, NamedTuple
 
-from .cleanable import CleanView, dirty_stats
+from .cleanable import CleanView, dirty_stats, with_high_watermark
 from .cleaner_key_scan import build_map
 from .cleaner_result import CleanedGroup, CleanResult, CleanStats, MapTooSmallError, ReplacedSegment, describe
 from .cleaner_retain import Retainer
+from .cleaner_txn import TxnCleaning
 from .cleaner_rewrite import GroupWriter, fits
 from .offset_map import OffsetMap
 from .swap import PENDING_SUFFIX, committed_stems, discard_pending
@@ -107,12 +112,13 @@ def clean(view: CleanView, now_ms: int | None = None, *, map_bytes: int = DEFAUL
         for s in candidates:  # open everything first: later deletions by retention cannot bite
             fds[s.path] = os.open(s.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         dirty = [s for s in candidates if s.next_offset > ds.first_dirty]
-        end = build_map(view, dirty, ds.first_dirty, ds.first_uncleanable, offset_map, fds, stats)
+        horizon = min(view.checkpoint.tombstone_horizon(now, config.delete_retention_ms), ds.first_dirty)
+        txn = TxnCleaning(view.aborted, horizon)
+        end = build_map(view, dirty, ds.first_dirty, ds.first_uncleanable, offset_map, fds, stats, txn.is_aborted)
         stats.map_entries = len(offset_map)
         stats.map_seconds = time.perf_counter() - started
         step("map-built")
-        horizon = min(view.checkpoint.tombstone_horizon(now, config.delete_retention_ms), ds.first_dirty)
-        copier = Retainer(view.name, offset_map, view.log_start, horizon, stats)
+        copier = Retainer(view.name, offset_map, view.log_start, horizon, stats, txn, dict(view.producer_last))
         to_copy = [s for s in candidates if s.base_offset < end]
         result = CleanResult(view.directory, view.name, ds.first_dirty, end,
                              view.checkpoint.after_pass(end, now, config.delete_retention_ms), stats=stats)
@@ -166,15 +172,18 @@ class Compaction(NamedTuple):
 
 
 def compact(plog, now_ms: int | None = None, *, map_bytes: int = DEFAULT_MAP_BYTES, force: bool = True,
-            max_passes: int = 100) -> list[Compaction]:
+            max_passes: int = 100, high_watermark: int | None = None) -> list[Compaction]:
     """Clean and install in this process, pass after pass until the dirty part is covered.
 
     For a log owned by this process (tests, tools, benchmarks); a broker runs
     :func:`clean` in its cleaner actor and installs through the partition actor.
+    Such a log has no followers, so its end is its high watermark unless told.
     """
     done = []
     for _ in range(max_passes):
-        result = clean(plog.cleaning_view(), now_ms, map_bytes=map_bytes, force=force)
+        view = plog.cleaning_view()
+        view = with_high_watermark(view, view.log_end if high_watermark is None else high_watermark)
+        result = clean(view, now_ms, map_bytes=map_bytes, force=force)
         if result is None:
             break
         done.append(Compaction(result, plog.install_cleaned(result)))

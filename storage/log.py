@@ -365,7 +365,7 @@ class PartitionLog:
                 for s in st.segments
             )
             return CleanView(st.directory, st.name, segments, st.log_start, st.log_end,
-                             st.recovery_point, st.config, st.cleaner_checkpoint, st.clock())
+                             st.recovery_point, st.config, st.cleaner_checkpoint, st.clock(), *log_txn.for_cleaner(st))
 
     def dirty_stats(self) -> DirtyStats:
         view = self.cleaning_view()

@@ -102,5 +102,24 @@ def aborted_transactions(st: LogState, fetch_offset: int, upper_bound: int) -> l
         return collect_aborted((s.txnindex for s in st.segments[first:]), fetch_offset, upper_bound)
 
 
-__all__ = ["aborted_transactions", "index_aborted", "last_stable_offset", "marker_in_log", "markers_of",
+def for_cleaner(st: LogState) -> tuple[tuple[tuple[int, int], ...], tuple[AbortedTxn, ...], tuple[tuple[int, int], ...]]:
+    """What a cleaner must know of the transactions; the caller holds ``st.lock``.
+
+    ``(unstable, aborted, last batches)``: the transactions not known to be
+    stable, as ``(first offset, marker offset or -1 while open)`` (the cleaner
+    stays below the oldest: :func:`.cleanable.last_stable_offset`), the aborted
+    ones of the closed segments' ``.txnindex`` files, whose data the cleaner
+    removes, and ``(producer id, base offset)`` of each producer's last data
+    batch, which the cleaner never removes whole (Kafka keeps it, emptied, so a
+    replay of the log still knows the producer's epoch and last sequence).
+    """
+    txns = st.producer_state.txns
+    unstable = tuple(sorted([(first, -1) for first in txns.ongoing.values()]
+                            + [(t.first_offset, t.last_offset) for t in txns.unreplicated]))
+    aborted = tuple(e for s in st.segments[:-1] for e in s.txnindex.entries)
+    last = tuple((e.producer_id, e.batches[-1].base_offset) for e in st.producer_state.entries() if e.batches)
+    return unstable, aborted, last
+
+
+__all__ = ["aborted_transactions", "for_cleaner", "index_aborted", "last_stable_offset", "marker_in_log", "markers_of",
            "rebuild_hooks", "stale_indexes_rebuilt"]

@@ -183,9 +183,11 @@ def test_records_without_keys_are_removed_and_control_batches_kept(tmp_path):
     lg.append(control)
     lg.append(build_batch([b"t1", b"t2"], [b"t", b"t"], timestamps=3, is_transactional=True, producer_id=7,
                           producer_epoch=0, base_sequence=0))
+    lg.append(build_batch([b"\x00\x00\x00\x00\x00\x00"], [b"\x00\x00\x00\x01"], timestamps=4, is_control=True,
+                          producer_id=7, producer_epoch=0))  # its COMMIT: an open transaction is never cleaned
     seal(lg)
     [done] = compact(lg)
-    assert done.result.stats.keyless_removed == 1 and done.result.stats.control_batches == 1
+    assert done.result.stats.keyless_removed == 1 and done.result.stats.control_batches == 2
     got = batches_of(lg)
     assert got[0] == (0, 2, 1, 0)
     assert got[1][0] == 3 and got[1][3] & 0x20  # the control batch, unchanged
