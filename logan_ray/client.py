@@ -394,13 +394,22 @@ class Client:
         return self._local
 
     # -------------------------------------------------------------- factories
-    def producer(self, **kwargs: Any):
+    def producer(self, *, transactional_id: str | None = None, **kwargs: Any):
+        """A Producer; with ``transactional_id="..."`` a TransactionalProducer (Kafka's transactions:
+        ``begin_transaction``, ``commit_transaction``, ``abort_transaction``,
+        ``send_offsets_to_transaction``; see logan_ray.txn_producer)."""
+        if transactional_id is not None:
+            from .txn_producer import TransactionalProducer
+
+            return TransactionalProducer(self, transactional_id, **kwargs)
         from .producer import Producer
 
         return Producer(self, **kwargs)
 
     def consumer(self, *topics: str, **kwargs: Any):
-        """A Consumer; with ``group="..."`` a member of that consumer group (see logan_ray.consumer)."""
+        """A Consumer; with ``group="..."`` a member of that consumer group, with
+        ``isolation_level="read_committed"`` it returns committed transactional records only
+        (see logan_ray.consumer)."""
         from .consumer import Consumer
 
         return Consumer(self, *topics, **kwargs)

@@ -15,6 +15,11 @@ earlier polls, so at-least-once) or by ``commit()``. Rebalances are eager: befor
 rejoining, the consumer commits (when auto-committing), calls ``on_revoke`` with
 every partition it had, and after the new assignment calls ``on_assign``. Both
 callbacks run inside ``poll`` on the caller's thread.
+
+``isolation_level="read_committed"`` (Kafka's; the default stays ``read_uncommitted``)
+reads each partition only up to its last stable offset and drops the records of aborted
+transactions and the markers (``PartitionActor.locate_committed`` and
+:mod:`logan_ray.read_committed`), for ``poll`` and ``poll_arrow`` alike.
 """
 from __future__ import annotations
 
@@ -117,7 +122,10 @@ class Consumer:
                  group_instance_id: str | None = None, session_timeout_ms: int = 45000,
                  heartbeat_interval_ms: int = 3000, max_poll_interval_ms: int = 300000,
                  partition_assignment_strategy: str | Sequence[str] = "range",
-                 client_id: str = "logan-ray-python") -> None:
+                 client_id: str = "logan-ray-python", isolation_level: str = "read_uncommitted") -> None:
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise ValueError(f"isolation_level must be 'read_uncommitted' or 'read_committed', got {isolation_level!r}")
+        self._read_committed = isolation_level == "read_committed"
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ValueError(f"auto_offset_reset must be 'earliest', 'latest' or 'none', got {auto_offset_reset!r}")
         strategies = [partition_assignment_strategy] if isinstance(partition_assignment_strategy, str) \
@@ -249,6 +257,9 @@ class Consumer:
             # batches' file ranges (locate), which this process then reads from the segment
             # files itself (as Ray Data's read tasks do); elsewhere by Ray.
             local = self._client.local_path
+            if self._read_committed:
+                self._pending[tp] = self._prefetch_committed(tp, pos, handle, node, wait_ms)
+                continue
             how = "pread"
             waiting = None
             if tp not in self._bytes_once and reads_files():
@@ -261,6 +272,29 @@ class Consumer:
                 how = "ray"
                 waiting = handle.fetch.remote(pos, self._max_bytes, wait_ms, 1)
             self._pending[tp] = (waiting, pos, how)
+
+    def _prefetch_committed(self, tp: TopicPartition, pos: int, handle: Any, node: str, wait_ms: int
+                            ) -> tuple[Any, int, str]:
+        """A read_committed fetch: the batches' file ranges below the last stable offset and the aborted
+        transactions among them, over the channel on this node, else by Ray."""
+        args = (pos, self._max_bytes, wait_ms, 1)
+        waiting = self._client.local_path.call(handle, node, "locate_committed", *args)
+        if waiting is not None:
+            return waiting, pos, "committed-channel"
+        return handle.locate_committed.remote(*args), pos, "committed-ray"
+
+    def _committed_bytes(self, tp: TopicPartition, pos: int, located: tuple) -> tuple[bytes, int] | None:
+        """(kept batches, next position) of a read_committed fetch's answer; None to fetch again."""
+        from .read_committed import committed_batches
+
+        slices, _hw, _start, lso, aborted = located
+        if not slices:
+            return b"", pos
+        data = _read_located(slices)
+        if data is None:  # a segment went away, or the files are on another machine: the bytes by Ray
+            data, _hw, _start = self._client.call(tp.topic, tp.partition, "fetch", pos, self._max_bytes)
+        kept, next_offset = committed_batches(data, aborted, lso)
+        return kept, max(pos, next_offset)
 
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from any assigned partition, waiting up to ``timeout_ms`` for the first ones."""
@@ -350,6 +384,16 @@ class Consumer:
         if self._positions.get(tp) != pos:
             return  # a seek happened while this fetch was in flight
         try:
+            if how.startswith("committed"):
+                got = self._committed_bytes(tp, pos, get(ref) if how == "committed-ray" else local_result(ref))
+                if got is None:
+                    return
+                data, next_offset = got
+                self.fetch_paths["ray" if how == "committed-ray" else "pread"] += 1
+                if data:
+                    self._fetched.append((tp, pos, data))
+                self._positions[tp] = next_offset
+                return
             data, _hw, _start = get(ref) if how == "ray" else local_result(ref)
         except OffsetOutOfRangeError:
             self._positions[tp] = None

@@ -57,4 +57,25 @@ from logan_ray.storage.producer_state import (  # noqa: F401
     TransactionCoordinatorFencedError,
 )
 
+
+
+class TransactionError(LoganError):
+    """A transactional call of the Python producer failed; ``code`` is the Kafka error code the
+    transaction or group coordinator answered (e.g. CONCURRENT_TRANSACTIONS 51 after retries ran out)."""
+
+    def __init__(self, message: str = "", code: int | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+
+class ProducerFencedError(InvalidProducerEpochError):
+    """A newer producer with the same ``transactional_id`` bumped the epoch (Kafka's PRODUCER_FENCED,
+    or INVALID_PRODUCER_EPOCH from a partition): this producer can only be closed.
+
+    A subclass of InvalidProducerEpochError, so code catching the partition's error catches it too."""
+
+    code = 90  # PRODUCER_FENCED
+
+
 __all__ = [name for name in dir() if name.endswith("Error")]

@@ -313,6 +313,9 @@ class Producer:
     """Thread-safe producer. ``acks``: 0 (fire and forget), 1 (wait for the append) or "all"/-1
     (wait until the append is fsynced: a group commit shared with concurrent appends)."""
 
+    #: batches carry the transactional bit (set by logan_ray.txn_producer.TransactionalProducer)
+    _transactional = False
+
     def __init__(self, client, *, acks: int | str = 1, compression: str | int = "none",
                  batch_size: int = 1 << 20, linger_ms: float = 5, max_in_flight: int = 5,
                  key_serializer: Any = None, value_serializer: Any = None, idempotent: bool = True,
@@ -337,7 +340,8 @@ class Producer:
         self._idempotent = idempotent
         #: batches sent per path: "channel" (node-local fast path) or "ray" (actor call)
         self.append_paths: dict[str, int] = {"channel": 0, "ray": 0}
-        self._producer_id = get(client.router.allocate_producer_id.remote()) if idempotent else -1
+        self._producer_id = self._first_producer_id() if idempotent else -1
+        self._epoch = 0  # the epoch new partition states start with (a transactional producer's is the coordinator's)
         self._lock = threading.RLock()
         self._open: dict[tuple[str, int], _Batch] = {}
         self._opened_at: dict[tuple[str, int], float] = {}
@@ -355,6 +359,11 @@ class Producer:
                                   self._open, self._lock, _Batch, RecordFuture, RECORD_OVERHEAD).send
         self._linger_thread = threading.Thread(target=self._linger_loop, name="logan-ray-linger", daemon=True)
         self._linger_thread.start()
+
+    def _first_producer_id(self) -> int:
+        """The producer id of an idempotent producer: the router hands out a fresh one (a transactional
+        producer gets its id from the transaction coordinator instead, see logan_ray.txn_producer)."""
+        return get(self._client.router.allocate_producer_id.remote())
 
     # ------------------------------------------------------------------- send
     def partitions_for(self, topic: str) -> int:
@@ -643,7 +652,7 @@ class Producer:
     def _state(self, tp: tuple[str, int]) -> _PartitionState:
         state = self._partitions.get(tp)
         if state is None:
-            state = self._partitions[tp] = _PartitionState(producer_id=self._producer_id)
+            state = self._partitions[tp] = _PartitionState(producer_id=self._producer_id, epoch=self._epoch)
         return state
 
     def _ship(self, tp: tuple[str, int]) -> None:
@@ -692,6 +701,7 @@ class Producer:
             timestamps=ts[0] if min(ts) == max(ts) else ts,
             compression=self._compression, producer_id=state.producer_id,
             producer_epoch=state.epoch if state.producer_id >= 0 else -1, base_sequence=b.base_sequence,
+            is_transactional=self._transactional,
         )
 
     def _submit(self, b: _Batch, state: _PartitionState) -> None:
