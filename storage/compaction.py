@@ -20,10 +20,10 @@ One pass, in Kafka's terms:
   offset of its key is in the map. Kept records are copied byte for byte; a
   batch keeps its base offset, base timestamp, producer fields and its last
   offset delta (Kafka's rule for v2 batches), so offsets never move; a batch
-  with every record kept is copied verbatim, one with none is dropped (Kafka
-  keeps such an empty batch when it carries an idempotent producer's last
-  state; logan-ray rebuilds that state from the active segment, which is never
-  cleaned, so nothing depends on it).
+  with every record kept is copied verbatim, one with none is dropped, unless
+  it is its producer's last data batch: then it stays emptied (its header
+  keeps the producer's epoch and last sequence for a replay, as Kafka keeps
+  it) or, holding one record, whole (an empty batch must span offsets).
 * Tombstones (null values) are kept until ``delete.retention.ms`` after the
   pass that first cleaned them (Kafka 3's delete horizon, tracked in the
   checkpoint's pass history instead of rewriting batch timestamps), so a

@@ -89,9 +89,16 @@ def stale_indexes_rebuilt(st: LogState) -> None:
 
 
 def last_stable_offset(st: LogState, high_watermark: int) -> int:
-    """The LSO for ``high_watermark``: no ``read_committed`` consumer reads at or past it."""
+    """The LSO for ``high_watermark``: no ``read_committed`` consumer reads at or past it.
+
+    Never below the log start (Kafka's ``updateFirstUnstableOffset``): retention
+    or DeleteRecords may remove the start of a transaction still open, and a
+    bound below the log start would send a consumer out of range instead of
+    making it wait for the marker.
+    """
     with st.lock:
-        return st.producer_state.txns.last_stable_offset(min(high_watermark, st.log_end))
+        hw = min(high_watermark, st.log_end)
+        return max(st.producer_state.txns.last_stable_offset(hw), min(st.log_start, hw))
 
 
 def aborted_transactions(st: LogState, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:

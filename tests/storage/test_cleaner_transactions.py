@@ -272,3 +272,27 @@ def test_a_transactional_producers_epoch_and_sequence_survive_cleaning(tmp_path)
     assert entry.epoch == 3 and entry.batches[-1].last_seq == 3
     assert again.ongoing_transactions == {}
     again.close()
+
+
+def test_retention_past_the_start_of_an_open_transaction_keeps_read_committed_right(tmp_path):
+    lg = open_log(tmp_path / "t-0", **CFG)
+    w = Writer(lg)
+    w.plain([(b"p", b"p0")])  # 0
+    w.txn(4, [(b"a", b"a1"), (b"b", b"b1")])  # 1-2: aborted below
+    w.txn(5, [(b"c", b"c1"), (b"d", b"d1")])  # 3-4: open
+    seal(lg)
+    w.txn(4, [(b"e", b"e1"), (b"f", b"f1")])  # 5-6, same aborted transaction
+    seal(lg)
+    assert lg.delete_records(2) == 2  # the log start moves inside both transactions
+    # The LSO is never below the log start: a read_committed consumer waits there, in range.
+    assert lg.last_stable_offset(lg.log_end_offset) == 2
+    w.end(4, commit=False)
+    w.end(5, commit=True)
+    w.plain([(b"q", b"q1")])
+    seal(lg)
+    # The abort's entry sits with its marker, after every record of the transaction that is left.
+    assert read_committed(lg) == [(3, b"c", b"c1"), (4, b"d", b"d1"), (9, b"q", b"q1")]
+    lg.apply_retention()
+    compact(lg)
+    assert read_committed(lg) == [(3, b"c", b"c1"), (4, b"d", b"d1"), (9, b"q", b"q1")]
+    lg.close()
