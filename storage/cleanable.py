@@ -45,7 +45,7 @@ class CleanView(NamedTuple):
     # Transactions not yet stable when the view was taken: (first offset, marker offset), -1 while
     # open; completed ones count until a high watermark passes their marker (see last_stable_offset).
     unstable_txns: tuple[tuple[int, int], ...] = ()
-    aborted: tuple[AbortedTxn, ...] = ()  # every closed segment's .txnindex entries, in offset order
+    aborted: tuple[AbortedTxn, ...] = ()  # every segment's .txnindex entries, in offset order
     producer_last: tuple[tuple[int, int], ...] = ()  # (producer id, base offset of its last data batch)
     high_watermark: int | None = None  # when the log's owner told it (a broker); None: unknown
 

@@ -115,7 +115,7 @@ def for_cleaner(st: LogState) -> tuple[tuple[tuple[int, int], ...], tuple[Aborte
     ``(unstable, aborted, last batches)``: the transactions not known to be
     stable, as ``(first offset, marker offset or -1 while open)`` (the cleaner
     stays below the oldest: :func:`.cleanable.last_stable_offset`), the aborted
-    ones of the closed segments' ``.txnindex`` files, whose data the cleaner
+    ones of the segments' ``.txnindex`` files, whose data the cleaner
     removes, and ``(producer id, base offset)`` of each producer's last data
     batch, which the cleaner never removes whole (Kafka keeps it, emptied, so a
     replay of the log still knows the producer's epoch and last sequence).
@@ -123,7 +123,8 @@ def for_cleaner(st: LogState) -> tuple[tuple[tuple[int, int], ...], tuple[Aborte
     txns = st.producer_state.txns
     unstable = tuple(sorted([(first, -1) for first in txns.ongoing.values()]
                             + [(t.first_offset, t.last_offset) for t in txns.unreplicated]))
-    aborted = tuple(e for s in st.segments[:-1] for e in s.txnindex.entries)
+    # The active segment's too: a transaction whose data is cleanable may have its ABORT there.
+    aborted = tuple(e for s in st.segments for e in s.txnindex.entries)
     last = tuple((e.producer_id, e.batches[-1].base_offset) for e in st.producer_state.entries() if e.batches)
     return unstable, aborted, last
 

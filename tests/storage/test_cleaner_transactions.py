@@ -296,3 +296,18 @@ def test_retention_past_the_start_of_an_open_transaction_keeps_read_committed_ri
     compact(lg)
     assert read_committed(lg) == [(3, b"c", b"c1"), (4, b"d", b"d1"), (9, b"q", b"q1")]
     lg.close()
+
+
+def test_an_abort_whose_marker_is_in_the_active_segment_still_removes_its_cleanable_data(tmp_path):
+    lg = open_log(tmp_path / "t-0", **CFG)
+    w = Writer(lg)
+    w.plain([(b"a", b"a0")])  # 0
+    seal(lg)
+    w.txn(1, [(b"a", b"a-aborted"), (b"b", b"b-aborted")])  # 1-2
+    seal(lg)
+    w.end(1, commit=False)  # 3, in the active segment
+    lg.flush()
+    compact(lg)
+    assert read_committed(lg) == [(0, b"a", b"a0")]
+    assert b"a-aborted" not in values(lg)
+    lg.close()
