@@ -33,6 +33,7 @@ from .errors import LogClosedError
 from .leader_epochs import CHECKPOINT_FILE, LeaderEpochCache, read_checkpoint_file
 from .log_read import locate_ranges
 from .log_state import LogState
+from .producer_snapshot import read_snapshot
 from .recovery import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, read_checkpoint
 from .segment import FileSlice, Segment
 from .segment_files import LOG_SUFFIX, parse_segment_file, segment_stem
@@ -80,6 +81,7 @@ class ClosedLog:
         self._verified: float | None = -1.0
         self.leader_epochs = leader_epochs
         self.directory = st.directory
+        self._txn: bool | None = None  # has_transactions, once asked
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -182,6 +184,14 @@ class ClosedLog:
     def segment_count(self) -> int:
         return len(self._st.segments)
 
+    def has_transactions(self) -> bool:
+        """Whether a ``read_committed`` read may differ from a plain one: an aborted transaction in
+        a ``.txnindex`` (or one missing), or a transaction open at close in the producer snapshot
+        the clean close wrote at the log end (none there: unknown, so True). Read once per view."""
+        if self._txn is None:
+            self._txn = _has_transactions(self._st)
+        return self._txn
+
     def locate(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
                min_one: bool = True) -> list[FileSlice]:
         """Batch-aligned file ranges from ``offset`` on, as ``PartitionLog.locate`` answers them."""
@@ -203,6 +213,22 @@ class ClosedLog:
 
     def __repr__(self) -> str:
         return f"ClosedLog({self.directory!r}, [{self._st.log_start}, {self._st.log_end}))"
+
+
+def _has_transactions(st: LogState) -> bool:
+    for seg in st.segments:
+        try:
+            if os.path.getsize(seg.txnindex.path) > 0:
+                return True
+        except OSError:
+            return True  # no index: its aborts are unknown
+    if not st.segments:
+        return False  # never written
+    try:
+        entries = read_snapshot(st.directory, st.log_end)
+    except (OSError, ValueError):
+        return True
+    return any(e.current_txn_first_offset >= 0 for e in entries)
 
 
 def closed_folder_stats(directory: str) -> dict[str, int] | None:

@@ -33,7 +33,7 @@ from logan_ray.storage.leader_epochs import fence
 from logan_ray.storage.partition_dir import read_topic_id
 
 #: Partition actor methods this module answers for an inactive partition (the gateway's reads).
-CLOSED_METHODS = frozenset({"locate", "wait_for_data", "offsets", "list_offset", "offset_for_timestamp",
+CLOSED_METHODS = frozenset({"locate", "locate_committed", "wait_for_data", "offsets", "list_offset", "offset_for_timestamp",
                             "max_timestamp_offset", "end_offset_for_epoch", "leader_epoch"})
 log = logging.getLogger("logan_ray.gateway")
 
@@ -151,16 +151,19 @@ class ClosedReads:
 
     # ------------------------------------------------------------------ calls
     def locate_now(self, topic: str, partition: int, leader_epoch: int, offset: int, max_bytes: int,
-                   current_leader_epoch: int = -1, directory: str | None = None):
+                   current_leader_epoch: int = -1, directory: str | None = None, committed: bool = False):
         """A Fetch's locate without waiting, answered at once from an open view of the partition's
         closed files: (slices, log end, log start), or None when this cannot answer it here (no view
         open, or one that may be stale, or an error such as a fenced epoch) and :meth:`call` must.
 
         Why a second way in: a consumer assigned a thousand idle partitions names them all in
         every Fetch; going through the partition's call, the closed reader and a coroutine each
-        was most of the gateway's time per request (docs/benchmarks.md, issue 14)."""
+        was most of the gateway's time per request (docs/benchmarks.md, issue 14).
+
+        ``committed`` (a read_committed Fetch): only from a view whose files hold no transaction to
+        bound or drop (``ClosedLog.has_transactions``); its answer is then a plain one."""
         view = self._open_view(topic, partition, directory)
-        if view is None:
+        if view is None or (committed and view.has_transactions()):
             return None
         try:
             found = self._answer(view, topic, partition, _epoch(view, leader_epoch), offset, max_bytes, None,
@@ -183,6 +186,17 @@ class ClosedReads:
             if len(args) > 6 and args[6] is not None:
                 raise NeedsActor(args)  # a follower's fetch: its leader's actor records its position
             return await self._locate(view, topic, partition, epoch, *args)
+        if method == "locate_committed":
+            if view.has_transactions():
+                raise NeedsActor(args)  # its LSO and aborted transactions: the actor's locate_committed
+            offset, max_bytes, max_wait_ms, min_bytes, current = (*args, 0, 1, -1)[:5]
+            try:
+                slices, end, start = await self._locate(view, topic, partition, epoch, offset, max_bytes,
+                                                        max_wait_ms, min_bytes, None, current)
+            except NeedsActor as e:  # it woke during the wait: the rest of it in locate_committed's terms
+                left = e.call_args[2] if len(e.call_args) > 2 else 0
+                raise NeedsActor((offset, max_bytes, left, min_bytes, current)) from None
+            return slices, end, start, end, []  # no transaction: the LSO is the (closed) log end
         if method == "wait_for_data":
             offset, max_wait_ms = args
             if view.log_end_offset <= offset and max_wait_ms > 0:

@@ -35,7 +35,6 @@ from .broker_identity import may_fetch_as_replica, replica_id_of
 from .cluster import Partition, broker_id, error_code, error_message, ignore_outcome, is_stale_route
 from .meta import leader_endpoints
 from .connection import FileRanges
-from .txn import TXN_TOPICS
 from .handler import GatewayContext, HandlerTable
 
 if TYPE_CHECKING:
@@ -83,15 +82,14 @@ async def _locate(gw: GatewayContext, slot: _Slot, max_bytes: int, max_wait_ms: 
                   ahead: dict | None = None) -> None:
     part = slot.part
     assert part is not None
-    if slot.committed:
-        await _locate_committed(gw, slot, max_bytes, max_wait_ms, min_bytes)
-        return
     if ahead is not None and slot.replica is None:
         found = await _take_ahead(ahead, slot, max_bytes, min_bytes)
         if found is not None:
-            slot.slices, hw, log_start = found
-            slot.result = _partition_result(slot.index, codes.NONE, hw, log_start)
+            _answer(slot, found)
             return
+    if slot.committed:
+        await _locate_committed(gw, slot, max_bytes, max_wait_ms, min_bytes)
+        return
     try:
         if slot.replica is None:
             slices, hw, log_start = await part.call("locate", slot.offset, max_bytes, max_wait_ms, min_bytes, None,
@@ -135,10 +133,17 @@ async def _locate_committed(gw: GatewayContext, slot: _Slot, max_bytes: int, max
         slot.slices = []
         slot.result = _partition_result(slot.index, code)
         return
-    slot.slices = slices
-    slot.result = _partition_result(slot.index, codes.NONE, hw, log_start)
-    slot.result["last_stable_offset"] = lso
-    slot.result["aborted_transactions"] = [{"producer_id": pid, "first_offset": first} for pid, first in aborted]
+    _answer(slot, (slices, hw, log_start, lso, aborted))
+
+
+def _answer(slot: _Slot, found: tuple) -> None:
+    """A locate's answer (slices, hw, log start) or a locate_committed's (..., LSO, aborted) into ``slot``."""
+    slot.slices = found[0]
+    slot.result = _partition_result(slot.index, codes.NONE, found[1], found[2])
+    if len(found) > 3:
+        slot.result["last_stable_offset"] = found[3]
+        slot.result["aborted_transactions"] = [{"producer_id": pid, "first_offset": first}
+                                               for pid, first in found[4]]
 
 
 # ---------------------------------------------------------------- read-ahead
@@ -147,7 +152,9 @@ async def _locate_committed(gw: GatewayContext, slot: _Slot, max_bytes: int, max
 # actor's answer is ready when the consumer's next request arrives: the round trip
 # to the actor leaves the consumer's critical path. A prefetched answer is always correct
 # (slices of immutable, CRC-checked batches), at worst a little shorter than a
-# fresh one; if it is empty or too small for min_bytes, a normal locate follows.
+# fresh one; if it is empty or too small for min_bytes, a normal locate follows. A read_committed
+# consumer's is a locate_committed: below the LSO of its time, which only grows, with the aborted
+# transactions among the batches (final once below the LSO), so it stays correct too.
 _AHEAD = "fetch_ahead"
 EPOCH_ERRORS = (codes.FENCED_LEADER_EPOCH, codes.UNKNOWN_LEADER_EPOCH)
 AHEAD_WALK_MAX = 64  # batch headers read to find where the answer ends
@@ -157,17 +164,17 @@ async def _take_ahead(ahead: dict, slot: _Slot, max_bytes: int, min_bytes: int):
     entry = ahead.pop((slot.topic, slot.index), None)
     if entry is None:
         return None
-    offset, limit, epoch, future = entry
-    if offset != slot.offset or limit != max_bytes or epoch != slot.epoch:
+    offset, limit, epoch, committed, future = entry
+    if offset != slot.offset or limit != max_bytes or epoch != slot.epoch or committed != slot.committed:
         future.add_done_callback(ignore_outcome)
         return None
     try:
-        slices, hw, log_start = await future
+        found = await future
     except Exception:
         return None
-    if not slices or sum(s[2] for s in slices) < min_bytes:
+    if not found[0] or sum(s[2] for s in found[0]) < min_bytes:
         return None
-    return slices, hw, log_start
+    return found
 
 
 def _next_offset(ranges: "FileRanges") -> int | None:
@@ -180,14 +187,17 @@ def _read_ahead(conn: "Connection", slot: _Slot, max_bytes: int) -> None:
     if not isinstance(records, FileRanges):
         return
     nxt = _next_offset(records)
-    if nxt is None or nxt >= slot.result["high_watermark"]:
+    if nxt is None or nxt >= min(slot.result["high_watermark"], slot.result["last_stable_offset"]):
         return  # caught up: the next fetch long-polls as usual
     ahead = conn.state.setdefault(_AHEAD, {})
     old = ahead.pop((slot.topic, slot.index), None)
     if old is not None:
-        old[2].add_done_callback(ignore_outcome)
-    future = asyncio.ensure_future(slot.part.call("locate", nxt, max_bytes, 0, 0, None, slot.epoch))
-    ahead[(slot.topic, slot.index)] = (nxt, max_bytes, slot.epoch, future)
+        old[-1].add_done_callback(ignore_outcome)
+    if slot.committed:
+        call = slot.part.call("locate_committed", nxt, max_bytes, 0, 0, slot.epoch)
+    else:
+        call = slot.part.call("locate", nxt, max_bytes, 0, 0, None, slot.epoch)
+    ahead[(slot.topic, slot.index)] = (nxt, max_bytes, slot.epoch, slot.committed, asyncio.ensure_future(call))
 
 
 async def _wait_any(gw: GatewayContext, slots: list[_Slot], timeout_s: float) -> list[_Slot]:
@@ -205,8 +215,10 @@ async def _wait_any(gw: GatewayContext, slots: list[_Slot], timeout_s: float) ->
             on_board.append(s)
         else:
             in_actor.append(s)
-    waits = {asyncio.ensure_future(s.part.call("wait_for_data", s.offset, int(timeout_s * 1000) + 1)): s
-             for s in in_actor}
+    wait_ms = int(timeout_s * 1000) + 1
+    # a read_committed slot waits for its LSO to pass its offset, not the log end (an open transaction)
+    waits = {asyncio.ensure_future(s.part.call("locate_committed", s.offset, 1, wait_ms, 1, s.epoch) if s.committed
+                                   else s.part.call("wait_for_data", s.offset, wait_ms)): s for s in in_actor}
     closed = asyncio.ensure_future(gw.cluster.closed.wait_any(list(by_key), timeout_s)) if by_key else None
     board = asyncio.ensure_future(gw.cluster.board_waits.wait_any(
         [(s, s.part, s.offset, s.epoch) for s in on_board], timeout_s)) if on_board else None
@@ -253,8 +265,9 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
         max_bytes = INT32_MAX
     deadline = time.monotonic() + max_wait / 1000.0
     topics = body["topics"]
-    # read_committed reads of topics that had transactions here go to the actor, bounded by the LSO;
-    # others keep the fast paths (board, read-ahead, closed files): they hold no transaction
+    # read_committed reads: bounded by the partition's own LSO (locate_committed, in its actor or, for a
+    # closed partition without transactions, its files); the board answers one at the log end (nothing
+    # to read), and read-ahead prefetches the same call. Nothing here remembers which topics had any.
     read_committed = body.get("isolation_level", 0) == 1 and replica_id < 0
     names: dict = {}
     if by_id:
@@ -266,7 +279,7 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
         slots = [_Slot(name, p["partition"], p["fetch_offset"], p["partition_max_bytes"],
                        p.get("current_leader_epoch", -1), p.get("last_fetched_epoch", -1)) for p in t["partitions"]]
         groups.append(({"topic": t.get("topic", ""), "topic_id": t.get("topic_id")}, slots))
-        if read_committed and name in TXN_TOPICS:
+        if read_committed:
             for s in slots:
                 s.committed = True
         routes: Any = None  # the topic's cached routes, looked up once per request
@@ -333,7 +346,7 @@ async def fetch(gw: GatewayContext, conn: "Connection", header: Any, body: dict)
         if not s.slices:
             continue  # nothing to open or read ahead (most partitions of a wide Fetch)
         await _open(gw, s)
-        if s.result["error_code"] == codes.NONE and s.replica is None and not s.committed:
+        if s.result["error_code"] == codes.NONE and s.replica is None:
             try:
                 _read_ahead(conn, s, min(s.max_bytes, max_bytes))
             except OSError:
@@ -367,9 +380,6 @@ async def _locate_all(gw: GatewayContext, slots: list[_Slot], max_bytes: int, ah
     inline, others = [], []
     for s in slots:
         part = s.part
-        if s.committed:
-            others.append(s)
-            continue
         if part.from_files:
             (inline if closed.has_view(s.topic, s.index) else others).append(s)
             continue
@@ -385,7 +395,7 @@ async def _locate_all(gw: GatewayContext, slots: list[_Slot], max_bytes: int, ah
         part = s.part
         found = None if s.replica is not None else locate_now(
             s.topic, s.index, part.leader_epoch, s.offset, min(s.max_bytes, max_bytes), s.epoch,
-            part.files_directory)
+            part.files_directory, s.committed)
         if found is None:
             await _locate(gw, s, min(s.max_bytes, max_bytes), 0, 0, ahead)
         else:

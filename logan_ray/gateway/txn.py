@@ -32,10 +32,6 @@ log = logging.getLogger("logan_ray.gateway")
 
 #: node id -> that node's transaction coordinator actor (looked up once; forgotten when a call fails)
 _HANDLES: dict[str, Any] = {}
-#: topics this gateway saw in a transaction (added, or written to): its read_committed Fetches of them
-#: are answered by the partition actors up to the last stable offset (gateway/fetch.py). Known gap: a
-#: restarted gateway forgets them until their next transaction.
-TXN_TOPICS: set[str] = set()
 _ATTRIBUTES_AT = 22  # low byte of a v2 batch's attributes: bit 4 is "transactional"
 _TRANSACTIONAL = 0x10
 
@@ -110,7 +106,6 @@ def _topic_results(topics: list[dict], code_of: Any) -> list[dict]:
 async def _add_one(gw: GatewayContext, tid: str, pid: int, epoch: int, topics: list[dict], verify_only: bool,
                    version: int) -> list[dict]:
     wanted = [(t["name"], p) for t in topics or () for p in t.get("partitions") or ()]
-    TXN_TOPICS.update(t for t, _ in wanted)
     known = await gw.cluster.refresh(sorted({t for t, _ in wanted}), False) if wanted else {}
     missing = {(t, p) for t, p in wanted if known.get(t) is None or not 0 <= p < len(known[t])}
     if missing:  # Kafka: the unknown ones fail, the others OPERATION_NOT_ATTEMPTED
@@ -218,7 +213,6 @@ async def verify_produce(gw: GatewayContext, body: dict, partitions: list[tuple[
     wanted = [(t, p) for t, p, data in partitions if is_transactional(data)]
     if not wanted:
         return {}
-    TXN_TOPICS.update(t for t, _ in wanted if t is not None)
     tid = body.get("transactional_id")
     if tid is None:
         return {tp: codes.INVALID_TXN_STATE for tp in wanted}
