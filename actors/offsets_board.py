@@ -29,8 +29,8 @@ import struct
 
 from .shared_map import create
 
-#: seq (u64), log end, log start, leader epoch (i64 each), usable (u64)
-_FIELDS = struct.Struct("<QqqqQ")
+#: seq (u64), log end, log start, leader epoch (i64 each), usable (u64), transaction markers written (i64)
+_FIELDS = struct.Struct("<QqqqQq")
 SIZE = 64
 SUFFIX = ".board"
 
@@ -48,10 +48,12 @@ class BoardWriter:
         self.path = path
         self._seq = 0
 
-    def publish(self, log_end: int, log_start: int, leader_epoch: int, usable: bool) -> None:
+    def publish(self, log_end: int, log_start: int, leader_epoch: int, usable: bool, markers: int = 0) -> None:
+        """``markers``: COMMIT/ABORT markers this actor began to write; a change ends the transactions
+        whose produce verification the gateway cached (``logan_ray/gateway/txn.py``)."""
         seq = self._seq + 1
         struct.pack_into("<Q", self._map, 0, seq)  # odd: being written
-        _FIELDS.pack_into(self._map, 0, seq, log_end, log_start, leader_epoch, 1 if usable else 0)
+        _FIELDS.pack_into(self._map, 0, seq, log_end, log_start, leader_epoch, 1 if usable else 0, markers)
         self._seq = seq + 1
         struct.pack_into("<Q", self._map, 0, self._seq)
 
@@ -94,6 +96,15 @@ class BoardReader:
         if seq & 1 or not usable or struct.unpack_from("<Q", self._map, 0)[0] != seq:
             return None
         return log_end, log_start, epoch
+
+    def markers(self) -> int | None:
+        """The count of transaction markers the actor began to write (any usable flag), None mid-write."""
+        if self._map.closed:
+            return None
+        seq, _, _, _, _, markers = _FIELDS.unpack_from(self._map, 0)
+        if seq & 1 or seq == 0 or struct.unpack_from("<Q", self._map, 0)[0] != seq:
+            return None
+        return markers
 
     def close(self) -> None:
         self._map.close()

@@ -196,6 +196,7 @@ class PartitionActor:
         self._channel: ChannelServer | None = None
         self._channel_started = False
         self._board: BoardWriter | None = None  # its log end for the node's gateway (actors/offsets_board.py)
+        self._markers = 0  # transaction markers begun (on the board: KIP-890 verification cache, gateway/txn.py)
         self._metrics = PartitionMetrics(topic, partition)
         pause_point(directory, "activate-opened")
         log.info("partition %s-%d opened in %.1f ms: offsets [%d, %d), leader epoch %d", topic, partition,
@@ -288,6 +289,8 @@ class PartitionActor:
         data = build_marker_batch(producer_id, producer_epoch, marker, timestamp=int(time.time() * 1000))
         _, h = next(iter(iter_headers(data)))
         self._producers.check_marker(h, marker)
+        self._markers += 1  # on the board before the marker is: a gateway's cached verification ends now
+        self._publish_board()
         base, _, _ = await self.append_durable(data, internal=True)
         return base
 
@@ -758,7 +761,7 @@ class PartitionActor:
         lg = self._log
         usable = (self._replication is None and lg.offline is None and not lg.closed and not self._hibernated
                   and not self._resigned)
-        board.publish(lg.log_end_offset, lg.log_start_offset, self._leader_epoch, usable)
+        board.publish(lg.log_end_offset, lg.log_start_offset, self._leader_epoch, usable, self._markers)
 
     async def node_id(self) -> str:
         return ray.get_runtime_context().get_node_id()

@@ -156,6 +156,18 @@ class Partition:
             return None
         return end, start
 
+    def marker_mark(self) -> tuple[Any, int] | None:
+        """(board, transaction markers begun) from this active partition's offsets board, or None when
+        it cannot say (no open channel): a cached KIP-890 verification holds while this is unchanged."""
+        link = self._link
+        if link is None or self.handle is None:
+            return None
+        client, board = link.client, link.board
+        if client is None or client.closed or board is None:
+            return None
+        count = board.markers()
+        return None if count is None else (board, count)
+
     def leader_hint(self) -> dict:
         """KIP-951 ``current_leader`` for a NOT_LEADER_OR_FOLLOWER answer: the broker to go to."""
         return {"leader_id": broker_id(self.node_id), "leader_epoch": self.leader_epoch}

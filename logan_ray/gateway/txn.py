@@ -10,11 +10,18 @@ coordinator, which holds the offsets until the transaction's marker.
 Produce (KIP-890 part 1): a transactional batch is accepted only for a partition the
 ongoing transaction added; :func:`verify_produce` asks the id's coordinator (on
 whichever node leads it) before the batches are queued, so a late batch of an ended
-transaction cannot start a transaction nobody will end.
+transaction cannot start a transaction nobody will end. As Kafka verifies only a
+transaction's first batch in a partition, a verified (id, producer id, epoch, partition)
+is remembered with the partition's count of transaction markers from its offsets board
+(``actors/offsets_board.py``): the next batches skip the coordinator while that count is
+unchanged. The partition counts a marker before writing it, so once a transaction has
+ended (EndTxn, a timeout abort, a fencing) a late batch is verified again, and refused;
+an epoch bump is another key.
 """
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 
@@ -32,6 +39,10 @@ log = logging.getLogger("logan_ray.gateway")
 
 #: node id -> that node's transaction coordinator actor (looked up once; forgotten when a call fails)
 _HANDLES: dict[str, Any] = {}
+#: (transactional id, producer id, epoch, topic, partition) -> the partition's marker mark when its
+#: coordinator verified it (see the module's docstring); oldest first, at most MAX_VERIFIED
+_VERIFIED: OrderedDict[tuple, tuple] = OrderedDict()
+MAX_VERIFIED = 100_000
 _ATTRIBUTES_AT = 22  # low byte of a v2 batch's attributes: bit 4 is "transactional"
 _TRANSACTIONAL = 0x10
 
@@ -219,6 +230,10 @@ async def verify_produce(gw: GatewayContext, body: dict, partitions: list[tuple[
     first = next(data for t, p, data in partitions if is_transactional(data))
     pid = int.from_bytes(first[43:51], "big", signed=True)  # producerId, then producerEpoch
     epoch = int.from_bytes(first[51:53], "big", signed=True)
+    marks = {tp: await _marker_mark(gw, *tp) for tp in wanted}  # read before the coordinator answers
+    unverified = [tp for tp in wanted if marks[tp] is None or _VERIFIED.get((tid, pid, epoch, *tp)) != marks[tp]]
+    if not unverified:
+        return {tp: codes.NONE for tp in wanted}  # each verified in this transaction, no marker since
     from logan_ray.actors.txn_coordinator import partition_for_txn
 
     try:  # the cached route (no router call per produce); a stale one is forgotten below
@@ -226,13 +241,37 @@ async def verify_produce(gw: GatewayContext, body: dict, partitions: list[tuple[
         part = await gw.cluster.partition(txn_topic(), partition_for_txn(tid, len(routes))) if routes else None
         if part is None or part.offline:
             return {tp: codes.NOT_ENOUGH_REPLICAS for tp in wanted}
-        got = await _call(gw, "verify_partitions", tid, pid, epoch, wanted, node_id=part.node_id)
+        got = await _call(gw, "verify_partitions", tid, pid, epoch, unverified, node_id=part.node_id)
     except Exception as e:
         log.warning("gateway: cannot verify transactional produce of %r: %s", tid, e)
         return {tp: codes.NOT_ENOUGH_REPLICAS for tp in wanted}  # retriable, as Kafka answers
     if codes.NOT_COORDINATOR in got.values():
         gw.cluster.forget(txn_topic())
-    return {tp: _PRODUCE_CODES.get(c, c) for tp, c in got.items()}
+    for tp, code in got.items():
+        key = (tid, pid, epoch, *tp)
+        if code == codes.NONE and marks.get(tp) is not None:
+            _VERIFIED[key] = marks[tp]
+            _VERIFIED.move_to_end(key)
+            while len(_VERIFIED) > MAX_VERIFIED:
+                _VERIFIED.popitem(last=False)
+        else:
+            _VERIFIED.pop(key, None)
+    out = {tp: codes.NONE for tp in wanted}
+    out.update((tp, _PRODUCE_CODES.get(c, c)) for tp, c in got.items())
+    return out
+
+
+async def _marker_mark(gw: GatewayContext, topic: str | None, partition: int) -> tuple | None:
+    """The partition's marker mark from its cached route's board (no call), None when unknown."""
+    if topic is None:
+        return None
+    try:
+        routes = await gw.cluster.topic(topic)
+    except Exception:
+        return None
+    if not routes or not 0 <= partition < len(routes):
+        return None
+    return routes[partition].marker_mark()
 
 
 #: what a Produce answers for a verification error (Kafka's older-client translations)

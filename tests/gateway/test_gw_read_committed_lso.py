@@ -133,3 +133,33 @@ def test_a_hibernated_partition_without_transactions_is_read_committed_from_its_
     get(short_partition_idle.set_partition_idle_ms.remote(60_000))  # woken, it would stay up (the fixture resets)
     assert _read(gateway, topic_name, "read_committed") == [b"v%d" % i for i in range(5)]
     assert not _live(topic_name)
+
+
+def test_a_late_batch_after_the_commit_is_refused_though_its_partition_was_verified(client, gateway, topic_name):
+    """KIP-890 with the gateway's verification cache (issue 35 item 1b): the partition's marker ends the
+    cached verification, so a batch of the committed transaction is refused, not a new transaction."""
+    from logan_ray.protocol import errors as codes
+    from logan_ray.storage.record_builder import build_batch
+    from wire_client import Wire
+
+    client.create_topic(topic_name, 1)
+    tid = "tx-" + topic_name
+    p = _producer(gateway, tid)
+    p.begin_transaction()
+    for v in (b"one", b"two", b"three"):  # one batch each: the later ones find the partition verified
+        p.produce(topic_name, v, partition=0)
+        p.flush(30)
+    with Wire(gateway) as w:
+        state = w.call(65, 0, {"transactional_ids": [tid]})["transaction_states"][0]
+        pid, epoch = state["producer_id"], state["producer_epoch"]
+        p.commit_transaction(30)
+        late = build_batch([b"late"], [None], producer_id=pid, producer_epoch=epoch, base_sequence=3,
+                           is_transactional=True)
+        out = w.call(0, 9, {"transactional_id": tid, "acks": -1, "timeout_ms": 10000, "topic_data": [
+            {"name": topic_name, "partition_data": [{"index": 0, "records": late}]}]})
+        assert out["responses"][0]["partition_responses"][0]["error_code"] == codes.INVALID_TXN_STATE
+    assert _read(gateway, topic_name, "read_uncommitted") == [b"one", b"two", b"three"]
+    p.begin_transaction()  # the producer goes on: its next transaction verifies the partition again
+    p.produce(topic_name, b"four", partition=0)
+    p.commit_transaction(30)
+    assert _read(gateway, topic_name, "read_committed") == [b"one", b"two", b"three", b"four"]
