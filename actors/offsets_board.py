@@ -92,7 +92,7 @@ class BoardReader:
         """(log end, log start, leader epoch) when a reader may answer from them, else None."""
         if self._map.closed:
             return None
-        seq, log_end, log_start, epoch, usable = _FIELDS.unpack_from(self._map, 0)
+        seq, log_end, log_start, epoch, usable, _ = _FIELDS.unpack_from(self._map, 0)
         if seq & 1 or not usable or struct.unpack_from("<Q", self._map, 0)[0] != seq:
             return None
         return log_end, log_start, epoch
