@@ -614,16 +614,25 @@ class PartitionActor:
         return None
 
     @in_use
-    async def list_offset(self, timestamp: int, current_leader_epoch: int = -1) -> tuple[int, int, int] | None:
+    async def list_offset(self, timestamp: int, current_leader_epoch: int = -1,
+                          read_committed: bool = False) -> tuple[int, int, int] | None:
         """ListOffsets for one partition: (offset, timestamp, leader epoch of that offset), None if none.
 
-        ``timestamp`` is a time or one of -1 (latest), -2 (earliest), -3 (max timestamp).
+        ``timestamp`` is a time or one of -1 (latest), -2 (earliest), -3 (max timestamp). As in
+        Kafka, answers end at the last fetchable offset: the high watermark, or with
+        ``read_committed`` (isolation_level 1) the last stable offset, so a read_committed
+        consumer's "latest" never points past an open transaction.
         """
         self._check_leader_epoch(current_leader_epoch)
-        if timestamp == -1 and self._replication is not None:
-            found = (self._high_watermark(), -1)  # latest is the high watermark, as in Kafka
+        fetchable = self._high_watermark()
+        if read_committed:
+            fetchable = self._log.last_stable_offset(fetchable)
+        if timestamp == -1 and (self._replication is not None or read_committed):
+            found = (fetchable, -1)  # latest is the last fetchable offset, as in Kafka
         else:
             found = self._log.offset_for_timestamp(timestamp)
+            if found is not None and read_committed and timestamp != -2 and found[0] >= fetchable:
+                found = None  # Kafka's filter: only offsets a read_committed fetch may return
         if found is None:
             return None
         offset, ts = found

@@ -207,7 +207,9 @@ class ClosedReads:
         if method == "leader_epoch":
             return epoch
         if method == "list_offset":
-            timestamp, current = (*args, -1)[:2]
+            timestamp, current, read_committed = (*args, -1, False)[:3]
+            if read_committed and view.has_transactions():
+                raise NeedsActor(args)  # the answer ends at its LSO: the actor's list_offset
             fence(f"{topic}-{partition}", current, epoch)
             found = view.offset_for_timestamp(timestamp)
             return None if found is None else (found[0], found[1], view.epoch_for_offset(found[0]))

@@ -468,7 +468,8 @@ async def _open(gw: GatewayContext, s: _Slot) -> None:
 
 
 # ------------------------------------------------------------------ ListOffsets
-async def _list_one(part: Partition | None, index: int, timestamp: int, current_leader_epoch: int = -1) -> dict:
+async def _list_one(part: Partition | None, index: int, timestamp: int, current_leader_epoch: int = -1,
+                    read_committed: bool = False) -> dict:
     out = {"partition_index": index, "error_code": codes.NONE, "old_style_offsets": [], "timestamp": -1,
            "offset": -1, "leader_epoch": -1}
     if part is None:
@@ -486,7 +487,7 @@ async def _list_one(part: Partition | None, index: int, timestamp: int, current_
         elif timestamp in (LATEST, EARLIEST, EARLIEST_LOCAL, MAX_TIMESTAMP) or timestamp >= 0:
             # one call: fencing, the lookup and the leader epoch of the offset found (v4+)
             found = await part.call("list_offset", EARLIEST if timestamp == EARLIEST_LOCAL else timestamp,
-                                    current_leader_epoch)
+                                    current_leader_epoch, read_committed)
             if found is not None:
                 out["offset"], out["timestamp"], out["leader_epoch"] = found
         else:
@@ -498,6 +499,7 @@ async def _list_one(part: Partition | None, index: int, timestamp: int, current_
 
 async def list_offsets(gw: GatewayContext, conn: "Connection", header: Any, body: dict) -> dict:
     topics_out = []
+    read_committed = body.get("isolation_level", 0) == 1  # v2+: answers end at the LSO
     for t in body["topics"]:
         name = t["name"]
         jobs = []
@@ -506,7 +508,8 @@ async def list_offsets(gw: GatewayContext, conn: "Connection", header: Any, body
                 part = await gw.cluster.partition(name, p["partition_index"])
             except Exception:
                 part = None
-            jobs.append(_list_one(part, p["partition_index"], p["timestamp"], p.get("current_leader_epoch", -1)))
+            jobs.append(_list_one(part, p["partition_index"], p["timestamp"], p.get("current_leader_epoch", -1),
+                                  read_committed))
         parts = await asyncio.gather(*jobs)
         for r in parts:
             if r["error_code"] == codes.NOT_LEADER_OR_FOLLOWER or r["error_code"] in EPOCH_ERRORS:

@@ -163,3 +163,32 @@ def test_a_late_batch_after_the_commit_is_refused_though_its_partition_was_verif
     p.produce(topic_name, b"four", partition=0)
     p.commit_transaction(30)
     assert _read(gateway, topic_name, "read_committed") == [b"one", b"two", b"three", b"four"]
+
+
+def _end_offsets(gateway: str, topic: str) -> dict[str, int]:
+    """ListOffsets LATEST as a kafka-python consumer of each isolation level asks it."""
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTP
+
+    out = {}
+    for isolation in ("read_committed", "read_uncommitted"):
+        c = KafkaConsumer(bootstrap_servers=gateway, isolation_level=isolation, request_timeout_ms=10000)
+        try:
+            out[isolation] = c.end_offsets([KafkaTP(topic, 0)])[KafkaTP(topic, 0)]
+        finally:
+            c.close()
+    return out
+
+
+def test_list_offsets_latest_is_the_lso_for_read_committed_and_the_high_watermark_otherwise(
+        client, gateway, topic_name, short_partition_idle):
+    """Kafka ends ListOffsets at the last fetchable offset: a read_committed consumer that seeks to the end
+    (auto.offset.reset=latest, lag) must not land past an open transaction (librdkafka's 0103
+    do_test_wmark_isolation_level); a hibernated partition's files answer only when they hold none."""
+    client.create_topic(topic_name, 1)
+    p = _commit_abort_open(gateway, topic_name)  # c0 0, commit 1, a0 a1 2-3, abort 4, c1 5, commit 6, open 7
+    assert _end_offsets(gateway, topic_name) == {"read_committed": 7, "read_uncommitted": 8}
+    _wait_hibernated(client, topic_name)
+    assert _end_offsets(gateway, topic_name) == {"read_committed": 7, "read_uncommitted": 8}
+    p.commit_transaction(30)
+    assert _end_offsets(gateway, topic_name) == {"read_committed": 9, "read_uncommitted": 9}
