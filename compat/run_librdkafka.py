@@ -29,7 +29,7 @@ def build() -> None:
 
 def run_against(bootstrap: str, tests: str, report_dir: str | None = None, timeout: float | None = None) -> int:
     """Run the selected tests against ``bootstrap``; 0 when every one of them passed."""
-    env = dict(os.environ)
+    env = dict(os.environ, PYTHON=sys.executable)  # compat/kafka's kafka-topics.sh: this Python has confluent-kafka
     if report_dir:
         env["REPORT_DIR"] = os.path.abspath(report_dir)
     return subprocess.run(["bash", SCRIPT, "run", bootstrap, tests], env=env, timeout=timeout).returncode

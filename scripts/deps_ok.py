@@ -8,7 +8,6 @@ package, logan_ray imported from elsewhere) answers "no", and setup.sh runs pip.
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 
 
@@ -51,7 +50,8 @@ def main(extras: list[str]) -> int:
         return 1
     if os.path.dirname(os.path.dirname(os.path.abspath(logan_ray.__file__))) != root:
         return 1
-    return 0 if shutil.which("logan-ray") else 1
+    # The logan-ray command of this interpreter (the venv's), wherever PATH points.
+    return 0 if os.access(os.path.join(os.path.dirname(sys.executable), "logan-ray"), os.X_OK) else 1
 
 
 if __name__ == "__main__":

@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# Idempotent setup for a fresh machine: installs logan-ray (editable) with its
-# pinned dependencies. Options (combinable):
+# Idempotent setup for a fresh machine: makes the virtual environment .venv in this
+# checkout (from ${PYTHON:-python3}, with --system-site-packages so that packages the
+# interpreter already has are reused, not downloaded again) and installs logan-ray
+# (editable) with its pinned dependencies into it. Why a venv: Debian 12 and Ubuntu
+# 23.04+ refuse pip installs into their system Python (PEP 668, "externally-managed-
+# environment"). start.sh and test.sh run .venv/bin/python; in another shell,
+# `. .venv/bin/activate` puts logan-ray, ray and python3 of the venv first on PATH.
+# Options (combinable):
 #   --test   also the real Kafka clients the tests drive (Python clients from PyPI,
 #            kcat from Debian, kafkajs from npm), Java for Spark, headless
 #            Chromium for the HTTP console test, FUSE (fuse, libfuse2) for the
@@ -14,12 +20,25 @@
 # Run again, it checks in about a second that nothing is missing and installs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+BASE=${PYTHON:-python3}
+VENV=$PWD/.venv
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+
+# The venv: made once; made again (--clear) when its interpreter is gone (a removed pyenv version).
+if ! "$VENV/bin/python" -c '' 2>/dev/null; then
+  if ! "$BASE" -m venv --clear --system-site-packages "$VENV" >/dev/null 2>&1; then
+    # Debian/Ubuntu ship venv's ensurepip separately: python3.X-venv.
+    ver=$("$BASE" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "python$ver-venv" >/dev/null
+    "$BASE" -m venv --clear --system-site-packages "$VENV"
+  fi
+fi
+PY=$VENV/bin/python
 
 # The compiled extensions (storage/_codec.c, logan_ray/_send_path.c, built by pip below) need a C compiler and Python's headers.
 if ! command -v cc >/dev/null 2>&1 || ! "$PY" -c 'import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends gcc libc6-dev python3-dev >/dev/null
 fi
@@ -40,6 +59,13 @@ if [ -z "$codec_built" ] || [ -z "$send_built" ] || ! "$PY" scripts/deps_ok.py "
   spec="."
   [ ${#extras[@]} -gt 0 ] && spec=".[$(IFS=,; echo "${extras[*]}")]"
   "$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e "$spec"
+fi
+# A venv that sees Ray through its base interpreter's site-packages gets no `ray` command of its
+# own, and the base's would run the base interpreter: Ray starts its workers with the interpreter
+# that ran `ray start`, and only the venv's has logan-ray. So the venv gets one.
+if [ ! -x "$VENV/bin/ray" ]; then
+  printf '#!%s\nimport sys\nfrom ray.scripts.scripts import main\nsys.exit(main())\n' "$PY" >"$VENV/bin/ray"
+  chmod 755 "$VENV/bin/ray"
 fi
 
 need=()
@@ -62,7 +88,6 @@ for deb in "${debs[@]}"; do
   esac
 done
 if [ ${#need[@]} -gt 0 ]; then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
     $(printf '%s\n' "${need[@]}" | sort -u) >/dev/null

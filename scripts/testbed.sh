@@ -6,10 +6,12 @@
 #   scripts/testbed.sh exec h2 CMD   run a command inside host h2 (no ssh)
 #   scripts/testbed.sh kill h2       SIGKILL every process of h2; `boot h2` starts it again
 #   scripts/testbed.sh down          remove everything (also what a crashed run left: `cleanup`)
-# Sessions on the hosts find this clone's Python first on PATH and the clone on PYTHONPATH.
+# Sessions on the hosts find this clone's venv (.venv/bin: its python3, logan-ray and ray, see
+# scripts/setup.sh) first on PATH and the clone on PYTHONPATH; $PYTHON names another interpreter.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-PY=${PYTHON:-python3}
+PY=${PYTHON:-$top/.venv/bin/python}
+[ -x "$PY" ] || command -v "$PY" >/dev/null || { echo "testbed.sh: no $PY: run scripts/setup.sh --test first" >&2; exit 1; }
 bin=$(dirname "$("$PY" -c 'import sys; print(sys.executable)')")
 if [ "${1:-}" = up ]; then
   set -- "$@" --env "PATH=$bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" --env "PYTHONPATH=$top"

@@ -7,8 +7,12 @@ here; the README runs it in the foreground of its own shell), then every
 a new, empty HOME, and each command's output (stdout and stderr) must match the
 lines the README shows under it: ``...`` stands for what varies from run to run
 and lines may come in another order (records of different partitions do). The
-last command stops the broker, which must then exit cleanly. Edit the README and
-this test follows; break a README command and this test fails.
+last command stops the broker, which must then exit cleanly. A command that only
+changes the shell (``. .venv/bin/activate``, ``source``, ``export``, with no output
+shown) is carried over to the commands after it, as the reader's shell keeps it. Edit
+the README and this test follows; break a README command and this test fails.
+test_readme_stock.py runs the same blocks in a fresh copy of the clone with the
+machine's /usr/bin/python3.
 """
 from __future__ import annotations
 
@@ -23,9 +27,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def quickstart_blocks() -> list[tuple[str, str]]:
+def quickstart_blocks(root: str = ROOT) -> list[tuple[str, str]]:
     """[(language, text)] of the fenced blocks in the README's Quickstart section, in order."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
         readme = f.read()
     section = readme.split("\n## Quickstart\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"^```(\w+)\n(.*?)^```", section, flags=re.S | re.M)
@@ -75,8 +79,8 @@ def minimal_env(home: str) -> dict[str, str]:
 class Background:
     """A shell command in its own process group whose output is collected by a thread."""
 
-    def __init__(self, command: str, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(["bash", "-c", command], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+    def __init__(self, command: str, env: dict[str, str], cwd: str = ROOT) -> None:
+        self.proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -115,8 +119,14 @@ class Background:
         self._reader.join(10)
 
 
-def test_readme_quickstart_runs_verbatim_in_a_fresh_shell(tmp_path):
-    blocks = quickstart_blocks()
+def shell_state(command: str, expected: list[str]) -> bool:
+    """A command that only changes the shell the next commands run in (activating the venv)."""
+    return not expected and command.split(" ", 1)[0] in (".", "source", "export")
+
+
+def run_quickstart(root: str, env: dict[str, str], start_timeout: float = 300) -> str:
+    """Run the README's Quickstart in ``root`` with ``env``, check every output; the broker's output."""
+    blocks = quickstart_blocks(root)
     assert blocks and blocks[0][0] == "bash", "the Quickstart starts with the run and test commands"
     run_lines = [ln.split("#", 1)[0].strip() for ln in blocks[0][1].splitlines() if ln.strip()]
     start = [ln for ln in run_lines if ln.startswith("./scripts/start.sh")]
@@ -125,30 +135,39 @@ def test_readme_quickstart_runs_verbatim_in_a_fresh_shell(tmp_path):
     steps = [step for lang, text in blocks[1:] if lang == "console" for step in console_steps(text)]
     assert steps and steps[-1][0].startswith("logan-ray stop"), "the README ends by stopping the broker"
 
-    home = str(tmp_path / "home")
-    os.makedirs(home)
-    env = minimal_env(home)
-    broker = Background(start[0], env)
+    broker = Background(start[0], env, cwd=root)
+    state: list[str] = []  # `. .venv/bin/activate` and the like, in the order the README runs them
     try:
-        broker.wait_for("logan-ray is running", timeout=300)
+        broker.wait_for("logan-ray is running", timeout=start_timeout)
         for command, expected in steps:
             try:
-                r = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=300)
+                r = subprocess.run(["bash", "-c", "\n".join([*state, command])], cwd=root, env=env,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   timeout=300)
             except subprocess.TimeoutExpired:
                 raise AssertionError(f"$ {command}\ntimed out; broker output:\n{broker.output()}") from None
             out = r.stdout.decode(errors="replace")
             assert r.returncode == 0, f"$ {command}\nexit {r.returncode}:\n{out}\nbroker output:\n{broker.output()}"
             assert output_matches(expected, out.splitlines()), (
                 f"$ {command}\nREADME shows:\n" + "\n".join(expected) + f"\nbut it printed:\n{out}")
+            if shell_state(command, expected):
+                state.append(command)
         broker.proc.wait(120)
     finally:
         broker.end()
     assert broker.proc.returncode == 0, broker.output()
     assert "logan-ray stopped cleanly." in broker.output()
     # The README says the runtime files go away with the broker.
+    home = env["HOME"]
     assert not os.path.exists(os.path.join(home, ".logan-ray", "broker.json"))
     assert not os.path.exists(os.path.join(home, ".local", "state", "logan-ray", "broker.json"))
+    return broker.output()
+
+
+def test_readme_quickstart_runs_verbatim_in_a_fresh_shell(tmp_path):
+    home = str(tmp_path / "home")
+    os.makedirs(home)
+    run_quickstart(ROOT, minimal_env(home))
 
 
 def test_output_matching_is_strict_where_the_readme_is():

@@ -40,7 +40,7 @@ def test_librdkafka_fast_subset_passes_against_the_gateway(client, gateway, tmp_
     assert len(expected) >= 20
     try:
         proc = subprocess.run(["bash", SCRIPT, "run", gateway, "fast"], capture_output=True, text=True,
-                              env={**os.environ, "REPORT_DIR": str(tmp_path)}, timeout=900)
+                              env={**os.environ, "REPORT_DIR": str(tmp_path), "PYTHON": sys.executable}, timeout=900)
     finally:
         for topic in client.list_topics():  # the runner deletes its topics (-D); free any it left
             if topic.startswith("rdkafkatest_"):
