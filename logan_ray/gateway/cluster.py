@@ -137,16 +137,23 @@ class Partition:
         """Inactive, and its reads are answered from its closed files by this gateway (closed_reads.py)."""
         return self.handle is None and self._closed is not None
 
+    def _open_board(self) -> Any:
+        """This active partition's offsets board, if its channel is open (the board is only current then)."""
+        link = self._link
+        if link is None or self.handle is None:
+            return None
+        client, board = link.client, link.board
+        if client is None or client.closed:
+            return None
+        return board
+
     def at_log_end(self, offset: int, current_leader_epoch: int = -1) -> tuple[int, int] | None:
         """(log end, log start) when this active partition's actor says, on its offsets board
         (actors/offsets_board.py), that ``offset`` is its log end: a consumer's Fetch there is
         answered "nothing new" without waking the actor. None when only the actor can answer (no
         open channel, another offset, another leader epoch, or a partition with followers)."""
-        link = self._link
-        if link is None or self.handle is None:
-            return None
-        client, board = link.client, link.board
-        if client is None or client.closed or board is None:
+        board = self._open_board()
+        if board is None:
             return None
         found = board.read()
         if found is None:
@@ -159,11 +166,8 @@ class Partition:
     def marker_mark(self) -> tuple[Any, int] | None:
         """(board, transaction markers begun) from this active partition's offsets board, or None when
         it cannot say (no open channel): a cached KIP-890 verification holds while this is unchanged."""
-        link = self._link
-        if link is None or self.handle is None:
-            return None
-        client, board = link.client, link.board
-        if client is None or client.closed or board is None:
+        board = self._open_board()
+        if board is None:
             return None
         count = board.markers()
         return None if count is None else (board, count)

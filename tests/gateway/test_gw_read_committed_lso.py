@@ -10,15 +10,15 @@ from __future__ import annotations
 import os
 import signal
 import time
-import uuid
 
 import pytest
 import ray
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 from ray.util.state import list_actors
 
 from logan_ray._ray import get
 from logan_ray.gateway import gateway_name
+from test_gw_transactions import _read as read_values
 
 
 def _producer(gateway: str, tid: str) -> Producer:
@@ -27,22 +27,9 @@ def _producer(gateway: str, tid: str) -> Producer:
     return p
 
 
-def _read(gateway: str, topic: str, isolation: str, quiet_s: float = 1.5) -> list[bytes]:
-    """Every value of partition 0 readable at ``isolation`` until nothing new came for ``quiet_s``."""
-    c = Consumer({"bootstrap.servers": gateway, "group.id": f"r-{uuid.uuid4().hex[:6]}",
-                  "enable.auto.commit": False, "isolation.level": isolation, "fetch.wait.max.ms": 100})
-    try:
-        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        out: list[bytes] = []
-        last = time.monotonic()
-        while time.monotonic() - last < quiet_s:
-            for m in c.consume(100, 0.3):
-                assert m.error() is None, m.error()
-                out.append(m.value())
-                last = time.monotonic()
-        return out
-    finally:
-        c.close()
+def _read(gateway: str, topic: str, isolation: str) -> list[bytes]:
+    """Every value of partition 0 readable at ``isolation`` until nothing new came for 1.5 s."""
+    return read_values(gateway, topic, isolation, quiet_s=1.5)
 
 
 def _restart_gateway(gateway: str) -> None:
