@@ -10,7 +10,7 @@ One module per command group, each adding its subcommands to the parser:
 :mod:`.broker_cli` (start, stop, status), :mod:`.topic_cli` (topic, compact),
 :mod:`.produce_consume_cli`, :mod:`.group_cli` (groups), :mod:`.security_cli`
 (users, acls), :mod:`.quota_cli` (quotas), :mod:`.node_cli` (node drain, leaders elect), :mod:`.partitions_cli` (partitions reassign,
-rebalance); what they share is :mod:`.cli_common`.
+rebalance), :mod:`.transactions_cli` (transactions list, describe, abort); what they share is :mod:`.cli_common`.
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from .produce_consume_cli import add_produce_consume_parsers
 from .quota_cli import add_quotas_parser, run_quotas
 from .security_cli import RaySecurity, add_acls_parser, add_users_parser, run_acls, run_users
 from .topic_cli import add_topic_parsers
+from .transactions_cli import add_transactions_parser
 
 
 def cmd_groups(args: argparse.Namespace) -> int:
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_users_parser(sub).set_defaults(func=cmd_users)
     add_acls_parser(sub).set_defaults(func=cmd_acls)
     add_quotas_parser(sub).set_defaults(func=cmd_quotas)
+    add_transactions_parser(sub)
     _add_global_options(p)
     return p
 
