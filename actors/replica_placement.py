@@ -178,6 +178,15 @@ def remember_assignment(rec: dict[str, Any]) -> None:
         rec["assignment"] = [r["node_id"] for r in rec["replicas"]]
 
 
+def election_order(t: dict[str, Any], partition: int) -> list[str]:
+    """A partition's replicas in the order a failover tries them: its assignment (Kafka's
+    offline-partition election walks the assigned replicas, not the order a past leader change
+    left), then any replica not assigned (being added by a reassignment)."""
+    current = replicas_of(t, partition)
+    assigned = [n for n in t.get("leaders", {}).get(str(partition), {}).get("assignment") or () if n in current]
+    return assigned + [n for n in current if n not in assigned]
+
+
 def preferred_replica(t: dict[str, Any], partition: int) -> str:
     """The partition's preferred replica: the first of its assigned replicas (Kafka's rule)."""
     rec = t.get("leaders", {}).get(str(partition), {})

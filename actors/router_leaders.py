@@ -227,7 +227,7 @@ class LeaderControl:
 
         def candidates_now() -> tuple[list[str], bool]:
             return replica_placement.election_candidates(
-                replica_placement.replicas_of(t, partition), rec.get("isr") or [], dead, self._electable(),
+                replica_placement.election_order(t, partition), rec.get("isr") or [], dead, self._electable(),
                 unclean or self._effective(t).unclean_leader_election_enable, self._draining)
 
         candidates, was_unclean = candidates_now()

@@ -161,3 +161,17 @@ def test_a_partition_with_a_follower_out_of_the_isr_is_published_as_under_replic
     assert rp.replication_gauges(t, 1) == {"replicas": 3, "in_sync_replicas": 3, "under_replicated": 0}
     one = {"placement": {"0": {"node_id": "n1", "node_ip": ALIVE["n1"]}}}
     assert rp.replication_gauges(one, 0) == {"replicas": 1, "in_sync_replicas": 1, "under_replicated": 0}
+
+
+def test_a_failover_walks_the_assigned_order_not_the_order_a_past_leader_change_left():
+    # assigned n1, n2, n3; n3 led once, so the replica list reads n3 first; n3 is gone now
+    t = {"placement": {"0": {"node_id": "n3"}}, "leaders": {"0": {
+        "replicas": [{"node_id": n} for n in ("n3", "n1", "n2")], "assignment": ["n2", "n1", "n3"]}}}
+    assert rp.election_order(t, 0) == ["n2", "n1", "n3"]
+    assert rp.election_candidates(rp.election_order(t, 0), ["n1", "n2", "n3"], "n3", ["n1", "n2"]) == (["n2", "n1"], False)
+    # a replica being added (not assigned yet) comes after the assigned ones
+    t["leaders"]["0"]["replicas"].append({"node_id": "n4"})
+    assert rp.election_order(t, 0) == ["n2", "n1", "n3", "n4"]
+    # no assignment recorded: the replica list as it is
+    del t["leaders"]["0"]["assignment"]
+    assert rp.election_order(t, 0) == ["n3", "n1", "n2", "n4"]
