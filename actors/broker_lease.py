@@ -68,6 +68,18 @@ class BrokerLease:
         self._until = max(self._until, sent_at + self.lease_s)
         return renewed
 
+    def extend(self, asked_at: float) -> bool:
+        """Ray's GCS, asked at ``asked_at`` (monotonic, before the question was sent), said the router is
+        being restarted: no controller can fence this node before one session after the next incarnation
+        serves its first call (see :meth:`BrokerSessions.serving`), which is after that answer. So a lease
+        still running at ``asked_at`` may run on until ``asked_at`` + the lease, under the same epoch. A
+        lease that already ran out is never revived (a controller may have fenced the node since). True
+        when extended."""
+        if asked_at >= self._until:
+            return False
+        self._until = max(self._until, asked_at + self.lease_s)
+        return True
+
     @property
     def until(self) -> float:
         """When (monotonic) the lease runs out, for the node's lease board (``lease_board.py``)."""
@@ -85,6 +97,10 @@ class BrokerSessions:
 
     def __init__(self, session_timeout_ms: int = DEFAULT_BROKER_SESSION_TIMEOUT_MS) -> None:
         self.session_timeout_s = session_timeout_ms / 1000.0
+        #: when the leases granted by an earlier incarnation of the controller (this one replaced a dead
+        #: router) have surely run out: one session after this incarnation served its first call
+        #: (:meth:`serving`); until then a node it never heard from may still acknowledge under one
+        self._inherited_leases_end = float("inf")
         self._last: dict[str, float] = {}  # node -> when its last heartbeat arrived
         self._epoch: dict[str, int] = {}  # node -> its broker epoch
         self._fenced: set[str] = set()
@@ -93,6 +109,17 @@ class BrokerSessions:
         self._dead_reported: set[str] = set()
         # above any epoch a previous router handed out (a restarted router must not repeat one)
         self._next_epoch = time.time_ns() // 1000
+
+    def serving(self, now: float | None = None) -> None:
+        """This controller serves its first call (once; later calls change nothing).
+
+        Ray marks a restarted actor ALIVE in its GCS before any call reaches it, so a gateway that asked
+        the GCS and heard "restarting" asked before ``now``, and extended its lease to at most the lease
+        length after asking (:meth:`BrokerLease.extend`), which is shorter than a session. Hence: a node
+        this incarnation never heard from is replaceable no sooner than one session after ``now``.
+        """
+        if self._inherited_leases_end == float("inf"):
+            self._inherited_leases_end = (time.monotonic() if now is None else now) + self.session_timeout_s
 
     def heartbeat(self, node: str, broker_epoch: int, now: float | None = None) -> int:
         """A heartbeat from ``node``'s broker, which knows ``broker_epoch``; returns its broker epoch now.
@@ -129,7 +156,12 @@ class BrokerSessions:
             return
         now = time.monotonic() if now is None else now
         last = self._last.get(node)
-        self._dead[node] = now if last is None or node in self._fenced else max(now, last + self.session_timeout_s)
+        if node in self._fenced:
+            self._dead[node] = now
+        elif last is None:  # no heartbeat to this controller: a predecessor's lease may still run
+            self._dead[node] = max(now, self._inherited_leases_end)
+        else:
+            self._dead[node] = max(now, last + self.session_timeout_s)
         self._last.pop(node, None)
         self._epoch.pop(node, None)
         self._fenced.discard(node)

@@ -168,10 +168,12 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
             self._warm.fill(node)  # activations there take a warm process, not a cold start
         here = ray.get_runtime_context().get_node_id()
         reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
+        running = self._running_actor_names() if reconstructed else set()
         for topic, t in self._meta["topics"].items():
             for p in range(t["partitions"]):
                 if reconstructed:
-                    self._adopt(topic, p)  # partitions that outlived the router keep running
+                    if actor_name(topic, p) in running:
+                        self._adopt(topic, p)  # partitions that outlived the router keep running
                 elif t["placement"][str(p)]["node_id"] != here or _has_data(self._dir(topic, p)):
                     self._spawn(topic, p, t)  # its retention and compaction run in its actor
         self._claim_internal_folders(here)
@@ -361,6 +363,13 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         t = self._meta["topics"].get(topic, {})
         return t.get("leaders", {}).get(str(partition), {}).get("directory") \
             or os.path.join(self.data_dir, f"{topic}-{partition}")
+
+    @staticmethod
+    def _running_actor_names() -> set[str]:
+        """Names of the actors alive in the broker's namespace, in one call to the GCS: a restarted router
+        looks up only those, not every partition of every topic (most are not running), while the
+        gateways' leases run out (the router's restart is a write gap: docs/benchmarks.md)."""
+        return {a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a.get("namespace") == NAMESPACE}
 
     def _adopt(self, topic: str, partition: int) -> None:
         """Take over a partition actor that is already running (the router was restarted)."""

@@ -33,6 +33,9 @@ LAPSE_CHECK_S = 0.1  # how often broker sessions are checked for a lapse (a dict
 class NodeWatch:
     # ------------------------------------------------------------ node watch
     def _watching(self) -> None:
+        # a call reached this incarnation: leases its predecessor granted end one session from now at the
+        # latest (gateways may extend theirs while Ray restarts the router: actors/broker_lease.py)
+        self._sessions.serving()
         if self._watch is None or self._watch.done():
             self._watch = asyncio.get_running_loop().create_task(self._watch_nodes())
         if self._retention is None or self._retention.done():

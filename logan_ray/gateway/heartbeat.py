@@ -12,6 +12,7 @@ the partitions it led may have other leaders now.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any, Awaitable, Callable
@@ -24,25 +25,47 @@ from .periodic import Periodic
 log = logging.getLogger("logan_ray.gateway")
 
 
+def router_restarting(router: Any) -> bool:
+    """Does Ray's GCS say the router actor is being restarted (its process died; the next one not yet
+    serving)? Blocking (one GCS call): run it off the event loop."""
+    from ray._private.state import state
+
+    handle = getattr(router, "handle", router)  # the gateway's RouterProxy, or a bare actor handle
+    return state.actor_table(handle._actor_id.hex()).get("State") == "RESTARTING"
+
+
 class Heartbeat(Periodic):
     what = "broker heartbeat"  # failed: the router may be restarting; the lease runs out meanwhile
 
     def __init__(self, cluster: Any, node_id: str, session_timeout_ms: int, heartbeat_interval_ms: int,
-                 on_new_epoch: Callable[[], Awaitable[None]] | None = None) -> None:
+                 on_new_epoch: Callable[[], Awaitable[None]] | None = None,
+                 restarting: Callable[[], bool] | None = None) -> None:
         super().__init__()
         self._cluster = cluster
         self._node_id = node_id
+        #: asks Ray's GCS whether the router is being restarted (:func:`router_restarting`)
+        self._restarting = restarting or (lambda: router_restarting(cluster.router))
+        self._told_restart = False
         self.lease = BrokerLease(session_timeout_ms, heartbeat_interval_ms)
         #: registers the gateway's addresses again: a new broker epoch may be a new router (one that
         #: replaced a dead one) that knows no gateway yet, and leaves this one out of Metadata until then
         self._on_new_epoch = on_new_epoch
         #: the lease for this node's partition actors too: they fence Python and Ray Data writes by it
         self.board = LeaseWriter(node_id)
+        #: the last answer came too late to give a running lease (the call waited out a router restart
+        #: in its queue): the next heartbeat goes at once, not an interval later
+        self._late = False
 
     async def beat(self) -> None:
-        """One heartbeat; the lease counts from before it was sent."""
+        """One heartbeat; the lease counts from before it was sent. While the answer does not come (a call
+        to a restarting router waits in Ray's queue), the lease may be carried through the restart."""
         sent = time.monotonic()
-        epoch = await self._cluster.router.broker_heartbeat.remote(self._node_id, self.lease.broker_epoch)
+        answer = asyncio.ensure_future(self._cluster.router.broker_heartbeat.remote(self._node_id,
+                                                                                    self.lease.broker_epoch))
+        while not (await asyncio.wait({answer}, timeout=self.lease.heartbeat_interval_s))[0]:
+            await self.through_restart()
+        epoch = answer.result()
+        self._told_restart = False
         if epoch != self.lease.broker_epoch:
             if self.lease.broker_epoch >= 0:
                 log.warning("gateway: this node was fenced; registered again (broker epoch %d)", epoch)
@@ -54,9 +77,34 @@ class Heartbeat(Periodic):
                     log.warning("gateway: registering again failed: %s", e)
         self.lease.granted(sent, epoch)
         self.board.publish(self.lease.until, epoch)
+        self._late = not self.lease.valid()
+
+    async def through_restart(self) -> None:
+        """Keep acknowledging while Ray restarts the router, as Kafka's brokers serve on while the
+        controller is briefly away: if the GCS says the router is restarting, a lease still running is
+        extended (``BrokerLease.extend``: why that is safe). A router that is alive but unreachable, a
+        GCS that does not answer, or a lease already over: nothing changes, the lease runs out."""
+        if not self.lease.valid():
+            return
+        asked = time.monotonic()
+        try:
+            restarting = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, self._restarting),
+                                                timeout=self.lease.heartbeat_interval_s)
+        except Exception:  # noqa: BLE001 - no answer from the GCS: no extension
+            return
+        if restarting and self.lease.extend(asked):
+            self.board.publish(self.lease.until, self.lease.broker_epoch)
+            if not self._told_restart:
+                self._told_restart = True
+                log.warning("gateway: the router is being restarted; this node keeps its lease meanwhile")
 
     async def round(self) -> None:
-        await self.beat()
+        self._late = False
+        try:
+            await self.beat()
+        except Exception:
+            await self.through_restart()  # a call that failed at once (the router's restart under way)
+            raise
 
     def interval_s(self) -> float:
-        return self.lease.heartbeat_interval_s
+        return 0.0 if self._late else self.lease.heartbeat_interval_s

@@ -79,6 +79,7 @@ def test_a_node_ray_declared_dead_is_replaced_only_once_its_last_lease_ran_out_a
 
 def test_a_dead_node_that_never_heartbeated_or_was_fenced_is_replaceable_at_once():
     sessions = BrokerSessions(session_timeout_ms=3000)
+    sessions.serving(now=0.0)
     sessions.declare_dead("no-gateway", now=10.0)
     assert sessions.replaceable("no-gateway", now=10.0)
     sessions.heartbeat("n2", -1, now=0.0)
@@ -86,3 +87,31 @@ def test_a_dead_node_that_never_heartbeated_or_was_fenced_is_replaceable_at_once
     sessions.declare_dead("n2", now=6.0)
     assert sessions.replaceable("n2", now=6.0)
     assert not sessions.replaceable("alive-and-well", now=6.0)
+
+
+def test_a_restarted_controller_replaces_a_node_it_never_heard_from_only_once_a_predecessors_lease_ran_out():
+    """The router died just after answering n1's heartbeat and Ray restarted it; n1's raylet then stopped,
+    its gateway still acknowledging under the lease the dead router granted, extended once while the
+    GCS called the router restarting (asked just before the new incarnation served its first call)."""
+    old, lease = BrokerSessions(3000), BrokerLease(3000, 500)
+    sent = 50.0
+    lease.granted(sent, old.heartbeat("n1", -1, now=sent + 0.01))
+    assert lease.extend(sent + 2.0)  # asked the GCS at 52.0: "restarting"; the lease runs to 54.5 now
+    new = BrokerSessions(3000)  # the router's next incarnation: it never heard from n1
+    new.declare_dead("n1", now=sent + 2.05)  # before it served a call: not replaceable at all
+    assert not new.replaceable("n1", now=sent + 100)
+    new = BrokerSessions(3000)
+    new.serving(now=sent + 2.1)  # its first call, after the GCS marked it alive (so after 52.0)
+    new.declare_dead("n1", now=sent + 2.2)
+    for t in (sent + 2.2, sent + 3.0, sent + 4.4):
+        assert lease.valid(now=t) and not new.replaceable("n1", now=t)  # the zombie acknowledges: no election
+    assert not lease.valid(now=sent + 5.1) and new.replaceable("n1", now=sent + 5.1)
+    assert new.lapse(now=sent + 5.1) == ["n1"]
+
+
+def test_a_lease_is_extended_only_while_it_still_runs():
+    lease = BrokerLease(3000, 500)
+    lease.granted(10.0, 1)  # runs to 12.5
+    assert lease.extend(12.0) and lease.until == 14.5 and lease.broker_epoch == 1
+    assert not lease.extend(14.5)  # ran out: a controller may have fenced the node since
+    assert lease.until == 14.5 and not lease.valid(now=14.6)
