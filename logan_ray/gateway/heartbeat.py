@@ -13,6 +13,7 @@ the partitions it led may have other leaders now.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import time
 from typing import Any, Awaitable, Callable
@@ -46,6 +47,10 @@ class Heartbeat(Periodic):
         #: asks Ray's GCS whether the router is being restarted (:func:`router_restarting`)
         self._restarting = restarting or (lambda: router_restarting(cluster.router))
         self._told_restart = False
+        #: the GCS question runs on a thread of its own, one at a time: a GCS that does not answer (a
+        #: cut) must not use up the loop's default executor, which the replica fetcher reads files on
+        self._asker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lease-gcs")
+        self._asking: asyncio.Future | None = None
         self.lease = BrokerLease(session_timeout_ms, heartbeat_interval_ms)
         #: registers the gateway's addresses again: a new broker epoch may be a new router (one that
         #: replaced a dead one) that knows no gateway yet, and leaves this one out of Metadata until then
@@ -86,10 +91,13 @@ class Heartbeat(Periodic):
         GCS that does not answer, or a lease already over: nothing changes, the lease runs out."""
         if not self.lease.valid():
             return
+        if self._asking is not None and not self._asking.done():
+            return  # the last question is still unanswered: no answer, no extension
         asked = time.monotonic()
+        self._asking = asyncio.get_running_loop().run_in_executor(self._asker, self._restarting)
+        self._asking.add_done_callback(lambda f: f.cancelled() or f.exception())  # a late failure: not logged
         try:
-            restarting = await asyncio.wait_for(asyncio.get_running_loop().run_in_executor(None, self._restarting),
-                                                timeout=self.lease.heartbeat_interval_s)
+            restarting = await asyncio.wait_for(asyncio.shield(self._asking), timeout=self.lease.heartbeat_interval_s)
         except Exception:  # noqa: BLE001 - no answer from the GCS: no extension
             return
         if restarting and self.lease.extend(asked):
@@ -97,6 +105,10 @@ class Heartbeat(Periodic):
             if not self._told_restart:
                 self._told_restart = True
                 log.warning("gateway: the router is being restarted; this node keeps its lease meanwhile")
+
+    def stop(self) -> None:
+        super().stop()
+        self._asker.shutdown(wait=False, cancel_futures=True)
 
     async def round(self) -> None:
         self._late = False

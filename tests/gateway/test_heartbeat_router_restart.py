@@ -126,3 +126,31 @@ def test_a_lease_that_already_ran_out_is_not_revived_by_a_restart():
         return valid
 
     assert asyncio.run(scenario()) is False
+
+
+def test_a_gcs_that_does_not_answer_gets_one_question_at_a_time_and_no_extension():
+    import threading
+
+    release, asked = threading.Event(), []
+
+    def hanging() -> bool:  # the GCS behind a cut
+        asked.append(1)
+        release.wait(5)
+        return True
+
+    async def scenario() -> tuple[bool, int]:
+        cluster = _Cluster(0.0)
+        hb = Heartbeat(cluster, uuid.uuid4().hex, session_timeout_ms=300, heartbeat_interval_ms=100,
+                       restarting=hanging)
+        await hb.round()
+        for _ in range(5):  # 300 ms of unanswered heartbeats, longer than the 200 ms lease
+            await hb.through_restart()
+            await asyncio.sleep(0.06)
+        valid = hb.lease.valid()
+        release.set()
+        hb.stop()
+        hb.board.retire()
+        return valid, len(asked)
+
+    valid, questions = asyncio.run(scenario())
+    assert not valid and questions == 1
