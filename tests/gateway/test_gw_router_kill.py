@@ -22,19 +22,14 @@ SCRIPT = """
 import json, os, signal, tempfile, threading, time
 os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
 import ray
-from ray.cluster_utils import Cluster
 from confluent_kafka import Consumer, Producer, TopicPartition
 import logan_ray
 from logan_ray.gateway import start_gateways, stop_gateways
-from cluster_child import wait_for
+from cluster_child import start_cluster, wait_for
 
 PARTITIONS = 3
 RATE = 200
-cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-for _ in range(2):
-    cluster.add_node(num_cpus=1)
-cluster.wait_for_nodes()
-ray.init(address=cluster.address, namespace="logan_ray")
+cluster = start_cluster(3)
 out = {}
 stop = threading.Event()
 try:

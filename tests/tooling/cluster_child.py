@@ -1,7 +1,7 @@
 """The multi-node tests' child processes: a ``ray.cluster_utils.Cluster`` each, off the session's Ray.
 
 The test runs its script with :func:`run_child` (this folder importable in the child, the JSON
-result parsed by :mod:`child_result`); the script uses :func:`wait_for`, and :func:`remove_node` /
+result parsed by :mod:`child_result`); the script uses :func:`start_cluster`, :func:`wait_for`, and :func:`remove_node` /
 :func:`add_node` to take a machine away (SIGKILL) and bring it back at its address.
 """
 from __future__ import annotations
@@ -23,6 +23,23 @@ def run_child(script: str, timeout: float = 400) -> tuple[subprocess.CompletedPr
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, errors="replace",
                          timeout=timeout, env=env)
     return out, child_result(out.stdout, out.stderr)
+
+
+def start_cluster(nodes: int = 3, system_config: dict[str, Any] | None = None) -> Any:
+    """A ``ray.cluster_utils.Cluster`` of ``nodes`` one-CPU nodes, this process connected to it in the
+    broker's namespace (the caller shuts both down)."""
+    import ray
+    from ray.cluster_utils import Cluster
+
+    head_args: dict[str, Any] = {"num_cpus": 1}
+    if system_config:
+        head_args["_system_config"] = system_config
+    cluster = Cluster(initialize_head=True, head_node_args=head_args)
+    for _ in range(nodes - 1):
+        cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, namespace="logan_ray")
+    return cluster
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 60, every: float = 0.1) -> bool:
