@@ -78,4 +78,22 @@ class ProducerFencedError(InvalidProducerEpochError):
     code = 90  # PRODUCER_FENCED
 
 
+class ExactlyOnceCommitError(TransactionError):
+    """An exactly-once write (``logan_ray.data.write_topic(..., exactly_once=True)``) could not commit
+    some of its tasks' transactions. ``failed`` maps each such transactional id to its error (a
+    ProducerFencedError means it was aborted: superseded, or past its transaction timeout);
+    ``committed`` lists the ids whose records are visible. The write is then partly visible to
+    read_committed readers: the records of ``failed`` never will be."""
+
+    def __init__(self, failed: dict, committed: list) -> None:
+        self.failed = dict(failed)
+        self.committed = list(committed)
+        names = ", ".join(f"{tid} ({type(e).__name__}: {e})" for tid, e in sorted(self.failed.items()))
+        super().__init__(f"{len(self.failed)} of {len(self.failed) + len(self.committed)} task transactions "
+                         f"did not commit: {names}")
+
+    def __reduce__(self) -> tuple:  # picklable (e.g. through Ray) despite the keyword-rich __init__
+        return type(self), (self.failed, self.committed)
+
+
 __all__ = [name for name in dir() if name.endswith("Error")]

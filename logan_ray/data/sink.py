@@ -10,11 +10,20 @@ remembers a producer's last five batches (Kafka's duplicate window), which is
 why no append carries more, and why a partition's appends go one at a time.
 A batch never exceeds min(``batch_bytes``, the topic's ``max.message.bytes``)
 with its framing; a record that cannot fit fails the write with RecordTooLargeError.
+
+``exactly_once=True`` writes in two phases, as Flink's Kafka sink: task ``i`` opens a
+transaction under the transactional id ``f"{prefix}-{i}"`` (InitProducerId fences an
+earlier attempt of the same task and aborts its open transaction), writes its batches as
+transactional ones and returns the transaction uncommitted; the driver commits them all
+once every task has returned (``on_write_complete``). A retried task therefore never
+writes twice: only the attempt whose answer reached the driver can be committed.
 """
 from __future__ import annotations
 
 import random
 import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -25,7 +34,8 @@ from ray.data.block import BlockAccessor
 from ray.data.datasource import Datasink
 
 from logan_ray._ray import ACTOR_GONE, get
-from logan_ray.errors import RecordTooLargeError
+from logan_ray.errors import ExactlyOnceCommitError, RecordTooLargeError
+from logan_ray.prepared_txn import PreparedTransaction, add_partitions, commit_prepared_transaction, open_transaction
 from logan_ray.producer import COMPRESSION_HEADROOM, DEFAULT_MAX_MESSAGE_BYTES, HEADER_OVERHEAD, RECORD_OVERHEAD
 from logan_ray.storage.batch_header import HEADER_SIZE
 from logan_ray.storage.compression import NONE, codec_id
@@ -38,6 +48,7 @@ from .values import encode_column
 BATCH_BYTES = 512 << 10  # bytes per batch at most; the topic's max.message.bytes may lower it
 APPEND_BATCHES = RETAINED_BATCHES  # batches per append call: what the broker's duplicate window covers
 RETRIES = 10
+COMMIT_THREADS = 8  # the driver's EndTxn calls in flight at once
 _RETRIABLE = ACTOR_GONE
 
 Partitioner = Callable[[Any, int], int]
@@ -48,7 +59,8 @@ class TopicDatasink(Datasink):
                  partition: str | None, timestamp: str | None, headers: str | None,
                  key_format: str | None, value_format: str | None, partitioner: Partitioner | None,
                  compression: int, batch_bytes: int, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 durable: bool = True) -> None:
+                 durable: bool = True, transactional_id_prefix: str | None = None,
+                 transaction_timeout_ms: int = 900_000) -> None:
         self.topic = topic
         self.actors = list(actors)
         self.router = router
@@ -60,13 +72,18 @@ class TopicDatasink(Datasink):
         self.batch_bytes = batch_bytes
         self.max_message_bytes = max_message_bytes
         self.durable = durable
+        self.transactional_id_prefix = transactional_id_prefix  # set: exactly once, in transactions
+        self.transaction_timeout_ms = transaction_timeout_ms
         self.result: dict[int, int] = {}
+        self.committed: list[str] = []  # the transactional ids committed by on_write_complete
 
     def get_name(self) -> str:
         return "LoganTopic"
 
     # ------------------------------------------------------------ per task
-    def write(self, blocks: Iterable[Any], ctx: Any) -> dict[int, int]:
+    def write(self, blocks: Iterable[Any], ctx: Any) -> Any:
+        if self.transactional_id_prefix is not None:
+            return self.write_attempt(blocks, ctx.task_idx)
         producer_id = get(self.router.allocate_producer_id.remote())
         sequences: dict[int, int] = {}
         written: dict[int, int] = {}
@@ -78,7 +95,35 @@ class TopicDatasink(Datasink):
                 written[p] = written.get(p, 0) + n
         return written
 
-    def _write_table(self, table: pa.Table, producer_id: int, sequences: dict[int, int]) -> dict[int, int]:
+    def write_attempt(self, blocks: Iterable[Any], task_idx: int) -> tuple[dict[int, int], PreparedTransaction]:
+        """One attempt of write task ``task_idx`` in its own transaction, left open for the driver.
+
+        The transactional id depends on the task alone, so opening it fences every earlier
+        attempt of the task (a worker that died after writing, a task Ray ran again) and
+        aborts what that attempt wrote."""
+        tid = f"{self.transactional_id_prefix}-{task_idx}"
+        producer_id, epoch = open_transaction(tid, self.transaction_timeout_ms)
+        added: set[int] = set()
+
+        def add(parts: set[int]) -> None:
+            new = sorted(parts - added)
+            if new:
+                add_partitions(tid, producer_id, epoch, [(self.topic, p) for p in new])
+                added.update(new)
+
+        sequences: dict[int, int] = {}
+        written: dict[int, int] = {}
+        for block in blocks:
+            table = BlockAccessor.for_block(block).to_arrow()
+            if table.num_rows == 0:
+                continue
+            for p, n in self._write_table(table, producer_id, sequences, epoch=epoch, before_append=add).items():
+                written[p] = written.get(p, 0) + n
+        txn = PreparedTransaction(tid, producer_id, epoch, tuple((self.topic, p) for p in sorted(added)))
+        return written, txn
+
+    def _write_table(self, table: pa.Table, producer_id: int, sequences: dict[int, int], *, epoch: int = 0,
+                     before_append: Callable[[set[int]], None] | None = None) -> dict[int, int]:
         n = len(self.actors)
         values = self._values(table)
         keys = encode_column(table.column(self.key), self.key_format) if self.key else None
@@ -98,9 +143,11 @@ class TopicDatasink(Datasink):
             k = keys.take(take).to_pylist() if keys is not None else None
             ts = timestamps[rows].tolist() if timestamps is not None else [int(time.time() * 1000)] * len(rows)
             h = [headers[i] for i in rows.tolist()] if headers is not None else None
-            batches = self._batches(v, k, ts, h, producer_id, sequences, p)
+            batches = self._batches(v, k, ts, h, producer_id, sequences, p, epoch)
             queues[p] = [b"".join(batches[i:i + APPEND_BATCHES]) for i in range(0, len(batches), APPEND_BATCHES)]
             counts[p] = len(rows)
+        if before_append is not None:
+            before_append(set(queues))  # a transaction's partitions join it before their first batch
         # One append in flight per partition, all partitions at once: a resend after a
         # crash then repeats at most the five batches the broker can recognise.
         pending = {p: (q.pop(0), 1) for p, q in queues.items()}
@@ -140,7 +187,7 @@ class TopicDatasink(Datasink):
         return max(limit - HEADER_SIZE, 1)
 
     def _batches(self, values: list, keys: list | None, ts: list[int], headers: list | None,
-                 producer_id: int, sequences: dict[int, int], partition: int) -> list[bytes]:
+                 producer_id: int, sequences: dict[int, int], partition: int, epoch: int = 0) -> list[bytes]:
         """Whole batches of at most the budget each (upper-bound record sizes), in sequence order."""
         sizes = np.fromiter(((len(x) if x is not None else 0) for x in values), dtype=np.int64, count=len(values))
         if keys is not None:
@@ -165,7 +212,8 @@ class TopicDatasink(Datasink):
             batch = build_batch(
                 values[a:b], keys[a:b] if keys is not None else None,
                 headers=headers[a:b] if headers is not None else None, timestamps=ts[a:b],
-                compression=self.compression, producer_id=producer_id, producer_epoch=0, base_sequence=seq)
+                compression=self.compression, producer_id=producer_id, producer_epoch=epoch, base_sequence=seq,
+                is_transactional=self.transactional_id_prefix is not None)
             if len(batch) > self.max_message_bytes:
                 if b - a == 1:
                     raise RecordTooLargeError(
@@ -238,10 +286,34 @@ class TopicDatasink(Datasink):
     # ---------------------------------------------------------- on driver
     def on_write_complete(self, write_result: Any) -> None:
         total: dict[int, int] = {}
+        txns: list[PreparedTransaction] = []
         for part in write_result.write_returns:
+            if self.transactional_id_prefix is not None:
+                part, txn = part
+                txns.append(txn)
             for p, n in (part or {}).items():
                 total[p] = total.get(p, 0) + n
+        if txns:
+            self.commit(txns)
         self.result = dict(sorted(total.items()))
+
+    def commit(self, txns: Sequence[PreparedTransaction]) -> None:
+        """Commit every task's transaction (the second phase); ExactlyOnceCommitError names the ones
+        that did not commit. Committing one again is harmless, so a caller may retry."""
+        with ThreadPoolExecutor(max_workers=COMMIT_THREADS) as pool:
+            outcomes = list(pool.map(_commit_one, txns))
+        failed = {t.transactional_id: e for t, e in zip(txns, outcomes) if e is not None}
+        self.committed = [t.transactional_id for t, e in zip(txns, outcomes) if e is None]
+        if failed:
+            raise ExactlyOnceCommitError(failed, self.committed)
+
+
+def _commit_one(txn: PreparedTransaction) -> BaseException | None:
+    try:
+        commit_prepared_transaction(txn)
+    except Exception as e:  # every failure is reported, by transactional id
+        return e
+    return None
 
 
 def _bytes(v: Any) -> bytes | None:
@@ -267,6 +339,9 @@ def write_topic(
     auto_create: bool = True,
     acks: int | str = "all",
     client: Any = None,
+    exactly_once: bool = False,
+    transactional_id_prefix: str | None = None,
+    transaction_timeout_ms: int = 900_000,
 ) -> dict[int, int]:
     """Write every row of ``ds`` as a record of ``topic``; returns records written per partition.
 
@@ -280,9 +355,28 @@ def write_topic(
     Per-key order holds within a block, not across blocks written in parallel.
     ``acks``: "all" (the default, as Kafka's producer since 3.0) returns only once every
     record is fsynced; 1 once it is in the log (a power loss can take the tail back).
+
+    ``exactly_once=True``: every task writes in a transaction of its own, with the transactional
+    id ``f"{transactional_id_prefix}-{task index}"``, and the driver commits them all once every
+    task has returned, so read_committed readers see each row exactly once even when Ray ran a
+    task twice (a new attempt fences the old one and aborts what it wrote). Nothing is visible
+    to them before that commit. The prefix defaults to a new one per call; pass the same one
+    when running a failed write again, so its first tasks abort what the failed run left open.
+    If the driver dies before committing, the tasks' transactions stay open, holding
+    read_committed readers of those partitions back at the last stable offset, until
+    ``transaction_timeout_ms`` (default and maximum 15 minutes, Kafka's
+    ``transaction.max.timeout.ms``) aborts them; ``logan-ray transactions abort`` or a rerun
+    with the same prefix ends them sooner. A write must finish within that timeout. A commit
+    that fails raises ExactlyOnceCommitError naming the transactional ids that did not commit.
     """
     if acks not in ("all", -1, "-1", 1, "1"):
         raise ValueError(f"acks must be 'all', -1 or 1 for write_topic, got {acks!r}")
+    if exactly_once and acks not in ("all", -1, "-1"):
+        raise ValueError("exactly_once needs acks='all', as Kafka's transactional producer")
+    if exactly_once and transactional_id_prefix is None:
+        transactional_id_prefix = f"logan-ray-write-{uuid.uuid4().hex[:16]}"
+    if transactional_id_prefix is not None and not exactly_once:
+        raise ValueError("transactional_id_prefix applies only with exactly_once=True")
     if client is None:
         import logan_ray
 
@@ -304,6 +398,7 @@ def write_topic(
                          partition=partition, timestamp=timestamp, headers=headers, key_format=key_format,
                          value_format=value_format, partitioner=partitioner, compression=codec_id(compression),
                          batch_bytes=batch_bytes, max_message_bytes=max_message_bytes,
-                         durable=acks in ("all", -1, "-1"))
+                         durable=acks in ("all", -1, "-1"), transactional_id_prefix=transactional_id_prefix,
+                         transaction_timeout_ms=transaction_timeout_ms)
     ds.write_datasink(sink)
     return sink.result

@@ -11,6 +11,11 @@ partitions are grouped by node into one read operator each (a single operator
 on a single-node cluster) and the operators are unioned. The selector has a
 match-anything fallback: a task that runs elsewhere anyway (the node was full
 or gone) fetches the bytes through the actor instead.
+
+``isolation_level="read_committed"`` reads as Kafka's read_committed consumer: planning
+ends "latest" at each partition's last stable offset (ListOffsets with isolation level 1),
+and each chunk is located with ``locate_committed``, whose aborted transactions
+``read_committed.committed_batches`` drops together with the markers.
 """
 from __future__ import annotations
 
@@ -28,6 +33,7 @@ from ray.data.datasource import Datasource, ReadTask
 
 from logan_ray._ray import ACTOR_GONE, get
 from logan_ray.common.errors import NotRunningError, PartitionHibernatedError
+from logan_ray.read_committed import committed_batches
 from logan_ray.storage.batch_header import iter_headers
 from logan_ray.storage.errors import CorruptRecordError, OffsetOutOfRangeError
 from logan_ray.storage.slice_reader import read_slices
@@ -38,6 +44,7 @@ from .values import check_format, decode_values, expand, settle_type
 OffsetSpec = Union[str, int, Mapping[str, int], _dt.datetime]
 
 READ_CHUNK_BYTES = 16 << 20  # bytes per locate/fetch call and per output block (before decoding)
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 DEFAULT_RECORDS_PER_TASK = 2_000_000  # larger partitions are split into several read tasks
 SAMPLE_BYTES = 256 << 10  # per partition, to infer the value type of json/msgpack values
 NODE_ID_LABEL = "ray.io/node-id"  # Ray's built-in label holding each node's id
@@ -67,6 +74,7 @@ class ReadOptions:
     expand_value: bool
     verify_crc: bool
     chunk_bytes: int = READ_CHUNK_BYTES
+    read_committed: bool = False
 
 
 # ------------------------------------------------------------------ planning
@@ -103,8 +111,10 @@ def _check_spec(spec: Any, what: str) -> None:
 
 def plan_ranges(client, topic: str, start: Any = "earliest", end: Any = "latest",
                 partitions: Sequence[int] | None = None,
-                records_per_task: int | None = DEFAULT_RECORDS_PER_TASK) -> list[ReadRange]:
-    """Resolve start/end for every partition now and cut the result into read ranges."""
+                records_per_task: int | None = DEFAULT_RECORDS_PER_TASK,
+                read_committed: bool = False) -> list[ReadRange]:
+    """Resolve start/end for every partition now and cut the result into read ranges; with
+    ``read_committed`` none reaches past a partition's last stable offset."""
     routes = client.partitions(topic, refresh=True)
     offsets = client.partition_offsets(topic)
     chosen = list(range(len(routes))) if partitions is None else list(partitions)
@@ -142,12 +152,23 @@ def plan_ranges(client, topic: str, start: Any = "earliest", end: Any = "latest"
         lo, hi = bounds
         if hi <= lo:
             continue
+        if read_committed:
+            lso = _last_stable_offset(client, topic, p)
+            lo, hi = min(lo, lso), min(hi, lso)
+            if hi <= lo:
+                continue
         step = hi - lo if not records_per_task else records_per_task
         pieces = max(1, -(-(hi - lo) // step))
         cuts = np.linspace(lo, hi, pieces + 1).astype(np.int64).tolist()
         actor, node_id = client.partition_route(topic, p)  # starts only partitions that have records to read
         ranges.extend(ReadRange(topic, p, actor, node_id, a, b) for a, b in zip(cuts[:-1], cuts[1:]) if b > a)
     return ranges
+
+
+def _last_stable_offset(client, topic: str, partition: int) -> int:
+    """The partition's last stable offset now: where a read_committed "latest" ends."""
+    found = get(client.partition_actor(topic, partition).list_offset.remote(-1, -1, True))
+    return found[0]
 
 
 def infer_value_type(ranges: Sequence[ReadRange], fmt: str) -> pa.DataType:
@@ -200,14 +221,17 @@ def read_range(rng: ReadRange, opts: ReadOptions) -> Iterator[pa.Table]:
     offset = rng.start
     while offset < rng.end:
         try:
+            read = _read_committed_chunk if opts.read_committed else _read_plain_chunk
             try:
-                data = _read_chunk(rng, offset, opts.chunk_bytes, local)
+                data, nxt = read(rng, offset, opts.chunk_bytes, local)
             except (*ACTOR_GONE, NotRunningError, PartitionHibernatedError):
                 rng = _reresolved(rng)  # the partition hibernated (or restarted) since planning
-                data = _read_chunk(rng, offset, opts.chunk_bytes, local)
-            nxt = _next_offset(data) if data else None
-            if not data or nxt is None or nxt <= offset:
+                data, nxt = read(rng, offset, opts.chunk_bytes, local)
+            if nxt is None or nxt <= offset:
                 return  # nothing more below the planned end (e.g. records deleted meanwhile)
+            if not data:  # only aborted records and markers in this chunk: read on
+                offset = nxt
+                continue
             try:
                 table = decode_to_table(data, topic=rng.topic, partition=rng.partition, start=offset,
                                         end=rng.end, columns=raw_columns, verify_crc=opts.verify_crc)
@@ -233,6 +257,26 @@ def _reresolved(rng: ReadRange) -> ReadRange:
     router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
     handle, _hibernated = get(router.reactivate.remote(rng.topic, rng.partition, rng.actor._actor_id.hex()))
     return dataclasses.replace(rng, actor=handle)
+
+
+def _read_plain_chunk(rng: ReadRange, offset: int, max_bytes: int, local: bool) -> tuple[bytes, int | None]:
+    """(batches from ``offset``, the offset after them)."""
+    data = _read_chunk(rng, offset, max_bytes, local)
+    return data, (_next_offset(data) if data else None)
+
+
+def _read_committed_chunk(rng: ReadRange, offset: int, max_bytes: int, local: bool) -> tuple[bytes, int | None]:
+    """(the committed batches from ``offset`` below the last stable offset, the offset after the
+    last batch looked at): aborted transactions' batches and markers are dropped, as Kafka's
+    read_committed consumer does."""
+    slices, _hw, _start, lso, aborted = get(rng.actor.locate_committed.remote(offset, max_bytes))
+    if not slices:
+        return b"", None
+    data = read_slices(slices) if local else None
+    if data is None:  # not this node's files (or a segment went away): the bytes by Ray
+        data, _hw, _start = get(rng.actor.fetch.remote(offset, max_bytes))
+    kept, nxt = committed_batches(data, aborted, lso)
+    return kept, (nxt if nxt >= 0 else None)
 
 
 def _read_chunk(rng: ReadRange, offset: int, max_bytes: int, local: bool) -> bytes:
@@ -317,6 +361,7 @@ def read_topic(
     verify_crc: bool = True,
     client: Any = None,
     num_cpus: float = 1,
+    isolation_level: str = "read_uncommitted",
 ) -> Dataset:
     """A bounded Ray Dataset of a topic's records.
 
@@ -329,7 +374,13 @@ def read_topic(
     into typed columns; ``value_type`` (an Arrow type, or a schema for
     objects) fixes their type, otherwise it is inferred from the first records
     of each range. ``expand_value`` turns object fields into top-level columns.
+    ``isolation_level``: "read_uncommitted" (the default, as Kafka's consumer) reads every
+    record; "read_committed" only those of committed transactions (and non-transactional
+    ones), and "latest" is then each partition's last stable offset, as Kafka's ListOffsets.
     """
+    if isolation_level not in ISOLATION_LEVELS:
+        raise ValueError(f"isolation_level must be one of {ISOLATION_LEVELS}, got {isolation_level!r}")
+    read_committed = isolation_level == "read_committed"
     if client is None:
         import logan_ray
 
@@ -344,10 +395,10 @@ def read_topic(
     if expand_value and value_format not in ("json", "msgpack"):
         raise ValueError("expand_value needs value_format='json' or 'msgpack'")
 
-    ranges = plan_ranges(client, topic, start, end, partitions, records_per_task)
+    ranges = plan_ranges(client, topic, start, end, partitions, records_per_task, read_committed)
     if value_format in ("json", "msgpack") and value_type is None and "value" in cols:
         value_type = infer_value_type(ranges, value_format)
-    opts = ReadOptions(cols, value_format, value_type, expand_value, verify_crc)
+    opts = ReadOptions(cols, value_format, value_type, expand_value, verify_crc, read_committed=read_committed)
     if not ranges:
         return ray.data.from_arrow(output_schema(opts).empty_table())
 
