@@ -63,7 +63,7 @@ def coordinator_name(node_id: str) -> str:
     return f"{COORDINATOR_NAME}-{node_id}"
 
 
-class GroupCoordinatorActor(TxnOffsets):
+class GroupCoordinatorActor:
     def __init__(self, config: dict[str, Any] | None = None, offsets_partitions: int = OFFSETS_PARTITIONS,
                  metrics_interval_s: float = 10.0) -> None:
         self.config = GroupConfig(**(config or {}))
@@ -71,6 +71,9 @@ class GroupCoordinatorActor(TxnOffsets):
         self.metrics_interval_s = metrics_interval_s
         self.node_id = ray.get_runtime_context().get_node_id()
         self.coord = Coordinator(self.config)
+        #: offsets held by open transactions (TxnOffsetCommit), applied or dropped by their markers
+        self._txn_offsets = TxnOffsets(self.coord, self._own, self._commit_parts, self._partition,
+                                       self._write_records)
         self._started: asyncio.Task | None = None
         self._owned: dict[int, int] = {}  # partition -> leader epoch it was replayed in (served here)
         self._taking: dict[int, asyncio.Task] = {}  # partitions being replayed
@@ -512,6 +515,15 @@ class GroupCoordinatorActor(TxnOffsets):
                  "metadata": e.metadata if e is not None and e.metadata is not None else "",
                  "error_code": E.NONE} for p, e in rows]})
         return out
+
+    async def txn_offset_commit(self, body: dict, version: int = 3) -> dict:
+        """TxnOffsetCommit: checked like OffsetCommit, held until the transaction's marker (group_txn_offsets.py)."""
+        return await self._txn_offsets.commit_request(body)
+
+    async def complete_txn_offsets(self, partition: int, producer_id: int, commit: bool) -> int:
+        """The transaction coordinator wrote ``producer_id``'s marker into ``__consumer_offsets``-``partition``:
+        apply (commit) or drop (abort) the offsets its transaction held there; returns how many were written."""
+        return await self._txn_offsets.complete(partition, producer_id, commit)
 
     async def offset_fetch(self, body: dict, version: int = 9) -> dict:
         """OffsetFetch for one group (v0-7) or several (v8+); unknown partitions read as offset -1."""
