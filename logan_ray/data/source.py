@@ -171,16 +171,19 @@ def _last_stable_offset(client, topic: str, partition: int) -> int:
     return found[0]
 
 
-def infer_value_type(ranges: Sequence[ReadRange], fmt: str) -> pa.DataType:
+def infer_value_type(ranges: Sequence[ReadRange], fmt: str, read_committed: bool = False) -> pa.DataType:
     """Decode the first records of every range to agree on one value type for all blocks.
 
     Arrow's JSON reader infers a type per call; blocks read independently would
     otherwise disagree (an int field here, a missing one there) and a Dataset or
     a Spark DataFrame needs one schema.
     """
-    refs = [r.actor.fetch.remote(r.start, SAMPLE_BYTES) for r in ranges]
+    if read_committed:  # only committed records: an aborted one must not shape the type
+        chunks = [_read_committed_chunk(r, r.start, SAMPLE_BYTES, False)[0] for r in ranges]
+    else:
+        chunks = [data for data, _hw, _ls in get([r.actor.fetch.remote(r.start, SAMPLE_BYTES) for r in ranges])]
     samples = []
-    for r, (data, _hw, _ls) in zip(ranges, get(refs)):
+    for r, data in zip(ranges, chunks):
         t = decode_to_table(data, topic=r.topic, partition=r.partition, start=r.start, end=r.end, columns=["value"])
         samples.append(t.column("value").combine_chunks().cast(pa.binary()))
     sample = pa.concat_arrays(samples) if samples else pa.array([], pa.binary())
@@ -397,7 +400,7 @@ def read_topic(
 
     ranges = plan_ranges(client, topic, start, end, partitions, records_per_task, read_committed)
     if value_format in ("json", "msgpack") and value_type is None and "value" in cols:
-        value_type = infer_value_type(ranges, value_format)
+        value_type = infer_value_type(ranges, value_format, read_committed)
     opts = ReadOptions(cols, value_format, value_type, expand_value, verify_crc, read_committed=read_committed)
     if not ranges:
         return ray.data.from_arrow(output_schema(opts).empty_table())

@@ -112,3 +112,21 @@ def test_nothing_is_visible_to_read_committed_before_the_driver_commits(client, 
     assert seen == [(0, [])]
     assert _committed_rows_up_to_log_end(client, topic_name) == ROWS
     assert len(_values(client, topic_name, "read_committed")) == ROWS
+
+
+def test_read_committed_infers_value_types_from_committed_records_only(client, topic_name):
+    client.create_topic(topic_name, 1)
+    p = client.producer(transactional_id=f"tx-{topic_name}")
+    p.begin_transaction()
+    p.send(topic_name, b'{"a": 1, "aborted": "x"}', partition=0)
+    p.abort_transaction()
+    p.begin_transaction()
+    p.send(topic_name, b'{"a": 2}', partition=0)
+    p.commit_transaction()
+    p.close()
+    ds = read_topic(topic_name, client=client, isolation_level="read_committed", value_format="json",
+                    expand_value=True, columns=["offset", "value"])
+    assert ds.take_all() == [{"offset": 2, "a": 2}]  # 0 aborted, 1 its marker
+    assert ds.schema().names == ["offset", "a"]
+    with pytest.raises(ValueError):
+        read_topic(topic_name, client=client, isolation_level="committed")
