@@ -74,6 +74,25 @@ def _call(transactional_id: str, method: str, *args: Any, timeout_s: float = CAL
         return out
 
 
+def start_coordinators() -> int:
+    """Start the transaction coordinator of every node that leads a ``__transaction_state`` partition,
+    from this process (the driver), before write tasks look them up. Created first inside a Ray Data
+    write task of a DataFrame that came from Spark (raydp), the coordinator's class could not be loaded
+    by its worker ("Expected str or bytes, got None" from Ray's function manager) and it restarted
+    without end; created by the driver it is found by name. Returns how many nodes have one."""
+    from logan_ray.actors.names import NAMESPACE, ROUTER_NAME
+    from logan_ray.actors.txn_coordinator import TXN_TOPIC, txn_coordinator_on
+
+    from logan_ray.groups import ownership
+
+    router = ray.get_actor(ROUTER_NAME, namespace=NAMESPACE)
+    route = get(router.route_with_ids.remote([TXN_TOPIC]))[TXN_TOPIC]
+    nodes = {ownership.leadership(route, p).node_id for p in range(len(route["partitions"]))} - {None}
+    for node in nodes:
+        txn_coordinator_on(node)
+    return len(nodes)
+
+
 def _check(code: int, what: str, transactional_id: str) -> None:
     if code != E.NONE:
         raise error_for_code(code, f"{what} of transactional id {transactional_id!r}")

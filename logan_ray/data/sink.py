@@ -35,7 +35,8 @@ from ray.data.datasource import Datasink
 
 from logan_ray._ray import ACTOR_GONE, get
 from logan_ray.errors import ExactlyOnceCommitError, RecordTooLargeError
-from logan_ray.prepared_txn import PreparedTransaction, add_partitions, commit_prepared_transaction, open_transaction
+from logan_ray.prepared_txn import (PreparedTransaction, add_partitions, commit_prepared_transaction, open_transaction,
+                                    start_coordinators)
 from logan_ray.producer import COMPRESSION_HEADROOM, DEFAULT_MAX_MESSAGE_BYTES, HEADER_OVERHEAD, RECORD_OVERHEAD
 from logan_ray.storage.batch_header import HEADER_SIZE
 from logan_ray.storage.compression import NONE, codec_id
@@ -393,6 +394,8 @@ def write_topic(
         if c not in names:
             raise ValueError(f"column {c!r} not in the dataset's columns {names}")
     routes = client.partitions(topic, auto_create=auto_create, activate=True)  # every partition takes writes
+    if exactly_once:
+        start_coordinators()
     max_message_bytes = int(client.topic_config(topic).get("max.message.bytes", DEFAULT_MAX_MESSAGE_BYTES))
     sink = TopicDatasink(topic, [a for a, _node in routes], client.router, key=key, value=value,
                          partition=partition, timestamp=timestamp, headers=headers, key_format=key_format,

@@ -119,6 +119,27 @@ def test_dataframe_writes_into_a_topic(client, spark, topic_name, gateway):
     assert all(p == partition_for_key(k, 4) for p, k, _v in kafka_rows)
 
 
+def test_an_exactly_once_dataframe_write_is_committed_in_transactions_and_read_committed_once(
+        client, spark, topic_name, gateway):
+    """Spark hands the DataFrame to Ray Data's two-phase sink (docs/transactions.md): the rows are
+    written in one transaction per Ray write task and committed by the driver once all returned."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    client.create_topic(topic_name, partitions=2)
+    n = 300
+    df = spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(n)], ["key", "value"])
+    written = lspark.write_topic(df, topic_name, client=client, exactly_once=True)
+    assert sum(written.values()) == n
+    kc = KafkaConsumer(bootstrap_servers=gateway, enable_auto_commit=False)
+    try:
+        ends = kc.end_offsets([TopicPartition(topic_name, p) for p in range(2)])
+    finally:
+        kc.close()
+    assert sum(ends.values()) > n  # each partition's transactions end in COMMIT markers, which take offsets
+    rows = lspark.read_topic(spark, topic_name, client=client, isolation_level="read_committed").collect()
+    assert sorted(bytes(r.value).decode() for r in rows) == sorted(f"v{i}" for i in range(n))
+
+
 def test_stop_leaves_no_java_and_a_new_session_starts(client, spark, java_before):
     lspark.stop()
     leftover = java_pids() - java_before
