@@ -85,14 +85,17 @@ class TopicDatasink(Datasink):
     def write(self, blocks: Iterable[Any], ctx: Any) -> Any:
         if self.transactional_id_prefix is not None:
             return self.write_attempt(blocks, ctx.task_idx)
-        producer_id = get(self.router.allocate_producer_id.remote())
+        return self._write_blocks(blocks, get(self.router.allocate_producer_id.remote()))
+
+    def _write_blocks(self, blocks: Iterable[Any], producer_id: int, **table_options: Any) -> dict[int, int]:
+        """Every block's rows as batches of ``producer_id`` (sequences counted per partition): {partition: records}."""
         sequences: dict[int, int] = {}
         written: dict[int, int] = {}
         for block in blocks:
             table = BlockAccessor.for_block(block).to_arrow()
             if table.num_rows == 0:
                 continue
-            for p, n in self._write_table(table, producer_id, sequences).items():
+            for p, n in self._write_table(table, producer_id, sequences, **table_options).items():
                 written[p] = written.get(p, 0) + n
         return written
 
@@ -112,14 +115,7 @@ class TopicDatasink(Datasink):
                 add_partitions(tid, producer_id, epoch, [(self.topic, p) for p in new])
                 added.update(new)
 
-        sequences: dict[int, int] = {}
-        written: dict[int, int] = {}
-        for block in blocks:
-            table = BlockAccessor.for_block(block).to_arrow()
-            if table.num_rows == 0:
-                continue
-            for p, n in self._write_table(table, producer_id, sequences, epoch=epoch, before_append=add).items():
-                written[p] = written.get(p, 0) + n
+        written = self._write_blocks(blocks, producer_id, epoch=epoch, before_append=add)
         txn = PreparedTransaction(tid, producer_id, epoch, tuple((self.topic, p) for p in sorted(added)))
         return written, txn
 

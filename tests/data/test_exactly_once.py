@@ -19,15 +19,6 @@ from logan_ray.prepared_txn import commit_prepared_transaction
 ROWS = 120
 
 
-@pytest.fixture(scope="module", autouse=True)
-def quiet_ray_data():
-    ctx = ray.data.DataContext.get_current()
-    old = ctx.enable_progress_bars
-    ctx.enable_progress_bars = False
-    yield
-    ctx.enable_progress_bars = old
-
-
 def _table(lo: int, hi: int) -> pa.Table:
     return pa.table({"key": [f"k{i}".encode() for i in range(lo, hi)],
                      "value": [f"v{i}".encode() for i in range(lo, hi)]})

@@ -18,15 +18,6 @@ from logan_ray.partitioner import partition_for_key
 BASE_TS = 1_750_000_000_000
 
 
-@pytest.fixture(scope="module", autouse=True)
-def quiet_ray_data():
-    ctx = ray.data.DataContext.get_current()
-    old = ctx.enable_progress_bars
-    ctx.enable_progress_bars = False
-    yield
-    ctx.enable_progress_bars = old
-
-
 def produce(client, topic: str, n: int, partitions: int = 3, compression: str = "none") -> list[tuple]:
     """n JSON records keyed k0..k9, timestamp BASE_TS + i; returns (key, value, ts) in send order."""
     client.create_topic(topic, partitions=partitions)
