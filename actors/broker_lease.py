@@ -196,7 +196,11 @@ class BrokerSessions:
         self._fenced.discard(node)
 
     def next_lapse_in(self, now: float | None = None) -> float | None:
-        """Seconds until the next session may lapse (None without sessions), for the watch's sleep."""
+        """Seconds until :meth:`lapse` may next have something to report (None: nothing can lapse), so the
+        controller's watch sleeps until then instead of scanning on a short timer: an open session may
+        lapse one session after its last heartbeat, and a dead node's last lease runs out at its recorded
+        time. A heartbeat only moves a lapse later, so nothing lapses before the time returned."""
         now = time.monotonic() if now is None else now
-        open_ = [at for n, at in self._last.items() if n not in self._fenced]
-        return max(0.0, min(open_) + self.session_timeout_s - now) if open_ else None
+        due = [at + self.session_timeout_s for n, at in self._last.items() if n not in self._fenced]
+        due += [at for n, at in self._dead.items() if n not in self._dead_reported]
+        return max(0.0, min(due) - now) if due else None

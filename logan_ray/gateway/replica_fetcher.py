@@ -178,6 +178,8 @@ class ReplicaFetcher:
 
     async def _refresh(self) -> None:
         assignments = await self._router.follower_assignments.remote(self.node_id)
+        if not assignments and not self._followers and not self._loops:
+            return  # nothing to follow, before or now: the leaders' addresses are not needed (one call a second less)
         if self._listener.name is None:
             gateways = await self._router.gateways.remote()
         else:  # the leaders' addresses on the inter-broker listener
