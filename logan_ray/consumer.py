@@ -224,7 +224,15 @@ class Consumer:
         return self._positions[tp]  # type: ignore[return-value]
 
     def _offsets(self, tp: TopicPartition) -> tuple[int, int]:
-        return tuple(self._client.call(tp.topic, tp.partition, "offsets"))  # type: ignore[return-value]
+        """(log start, end): the end is the high watermark, or for a read_committed consumer the
+        last stable offset, as Kafka's consumer (its ListOffsets carries the isolation level), so
+        seek_to_end, end_offsets and a "latest" reset never point past an open transaction."""
+        start, end = self._client.call(tp.topic, tp.partition, "offsets")
+        if self._read_committed:
+            found = self._client.call(tp.topic, tp.partition, "list_offset", -1, -1, True)
+            if found is not None:
+                end = found[0]
+        return start, end
 
     def beginning_offsets(self, partitions: Sequence[tuple[str, int]]) -> dict[TopicPartition, int]:
         return {TopicPartition(*tp): self._offsets(TopicPartition(*tp))[0] for tp in partitions}

@@ -88,6 +88,34 @@ def test_an_open_transaction_blocks_read_committed_at_the_last_stable_offset(cli
     plain.close()
 
 
+def test_read_committed_end_offsets_and_seek_to_end_stop_at_the_last_stable_offset(client, topic_name):
+    client.create_topic(topic_name, 1)
+    plain = client.producer(acks="all")
+    plain.send(topic_name, b"before", partition=0).result()
+    p = client.producer(transactional_id="tx-" + topic_name)
+    p.begin_transaction()
+    p.send(topic_name, b"pending", partition=0)
+    p.flush()
+    plain.send(topic_name, b"after", partition=0).result()  # log end 3, LSO 1 (the open transaction)
+    tp = (topic_name, 0)
+    committed = client.consumer(isolation_level="read_committed")
+    uncommitted = client.consumer(isolation_level="read_uncommitted")
+    try:
+        assert list(committed.end_offsets([tp]).values()) == [1]
+        assert list(uncommitted.end_offsets([tp]).values()) == [3]
+        for c, end in ((committed, 1), (uncommitted, 3)):
+            c.assign([tp])
+            c.seek_to_end()
+            assert c.position(tp) == end
+        p.commit_transaction()  # the marker at 3: everything is stable, the end is the log end
+        assert list(committed.end_offsets([tp]).values()) == [4]
+    finally:
+        committed.close()
+        uncommitted.close()
+        p.close()
+        plain.close()
+
+
 def test_offsets_sent_to_a_transaction_commit_only_with_it(client, topic_name):
     client.create_topic(topic_name, 1)
     group = "g-" + topic_name
