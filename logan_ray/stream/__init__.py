@@ -46,7 +46,7 @@ def _client(source: Any) -> Any:
 def run(client_or_data_dir: Any, topics: Iterable[str] | str, group: str, fn: BatchFunction, *,
         output_topic: str | None = None, dead_letter_topic: str | None = None, workers: int = 1,
         num_gpus: float = 0, autoscale: Autoscale | None = None, start: str = "earliest",
-        max_batch_records: int = 10_000, session_timeout_ms: int = 6_000,
+        max_batch_records: int = 10_000, session_timeout_ms: int = 6_000, commit_interval_ms: int = 100,
         actor_options: dict[str, Any] | None = None) -> Pipeline:
     """Start a pipeline and return its handle (``status()``, ``scale(n)``, ``stop()``, ``wait()``).
 
@@ -66,10 +66,14 @@ def run(client_or_data_dir: Any, topics: Iterable[str] | str, group: str, fn: Ba
       bounds by lag instead (``workers`` is then ignored).
     - ``start``: where partitions without a committed offset begin, "earliest" or "latest".
     - ``session_timeout_ms``: how soon a dead worker's partitions move to the others (6 s at least).
+    - ``commit_interval_ms``: how often a worker commits what it has processed and written (Kafka
+      Streams' ``commit.interval.ms``; 0: after every batch). A crash redoes at most that much more.
     - ``actor_options``: extra Ray options for the worker actors (``num_cpus``, ``runtime_env``, ...).
     """
     if start not in ("earliest", "latest"):
         raise ValueError(f"start must be 'earliest' or 'latest', got {start!r}")
+    if commit_interval_ms < 0:
+        raise ValueError(f"commit_interval_ms must be 0 or more, got {commit_interval_ms}")
     topic_list = (topics,) if isinstance(topics, str) else tuple(topics)
     if not topic_list:
         raise ValueError("a pipeline needs at least one input topic")
@@ -77,6 +81,6 @@ def run(client_or_data_dir: Any, topics: Iterable[str] | str, group: str, fn: Ba
         raise TypeError("fn must be a callable taking a pyarrow.RecordBatch")
     spec = WorkerSpec(topics=topic_list, group=group, fn=fn, output_topic=output_topic,
                       dead_letter_topic=dead_letter_topic, start=start, max_batch_records=max_batch_records,
-                      session_timeout_ms=session_timeout_ms)
+                      session_timeout_ms=session_timeout_ms, commit_interval_ms=commit_interval_ms)
     return Pipeline(_client(client_or_data_dir), spec, workers=workers, num_gpus=num_gpus, autoscale=autoscale,
                     actor_options=actor_options)
