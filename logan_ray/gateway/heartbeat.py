@@ -96,8 +96,9 @@ class Heartbeat(Periodic):
         asked = time.monotonic()
         self._asking = asyncio.get_running_loop().run_in_executor(self._asker, self._restarting)
         self._asking.add_done_callback(lambda f: f.cancelled() or f.exception())  # a late failure: not logged
-        try:
-            restarting = await asyncio.wait_for(asyncio.shield(self._asking), timeout=self.lease.heartbeat_interval_s)
+        try:  # a loaded GCS may take longer than a heartbeat interval to answer: the extension counts
+            # from ``asked`` whenever the answer comes, so it is waited for up to a lease length
+            restarting = await asyncio.wait_for(asyncio.shield(self._asking), timeout=self.lease.lease_s)
         except Exception:  # noqa: BLE001 - no answer from the GCS: no extension
             return
         if restarting and self.lease.extend(asked):

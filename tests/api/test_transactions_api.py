@@ -70,7 +70,9 @@ def test_commit_shows_abort_hides_for_read_committed_only(client, topic_name):
     assert sorted(seen) == sorted(committed + aborted)
 
 
-def test_an_open_transaction_blocks_read_committed_at_the_last_stable_offset(client, topic_name):
+def _open_transaction_between(client, topic_name):
+    """A one-partition topic holding b"before", then b"pending" in an open transaction, then b"after"
+    written outside it: log end 3, last stable offset 1. Returns (plain producer, transactional one)."""
     client.create_topic(topic_name, 1)
     plain = client.producer(acks="all")
     plain.send(topic_name, b"before", partition=0).result()
@@ -78,7 +80,12 @@ def test_an_open_transaction_blocks_read_committed_at_the_last_stable_offset(cli
     p.begin_transaction()
     p.send(topic_name, b"pending", partition=0)
     p.flush()
-    plain.send(topic_name, b"after", partition=0).result()  # past the LSO: held back too
+    plain.send(topic_name, b"after", partition=0).result()
+    return plain, p
+
+
+def test_an_open_transaction_blocks_read_committed_at_the_last_stable_offset(client, topic_name):
+    plain, p = _open_transaction_between(client, topic_name)  # "after" is past the LSO: held back too
     for arrow in (False, True):
         assert _read(client, topic_name, "read_committed", arrow=arrow) == [(0, 0, b"before")]
     assert _values(_read(client, topic_name, "read_uncommitted")) == [b"after", b"before", b"pending"]
@@ -89,14 +96,7 @@ def test_an_open_transaction_blocks_read_committed_at_the_last_stable_offset(cli
 
 
 def test_read_committed_end_offsets_and_seek_to_end_stop_at_the_last_stable_offset(client, topic_name):
-    client.create_topic(topic_name, 1)
-    plain = client.producer(acks="all")
-    plain.send(topic_name, b"before", partition=0).result()
-    p = client.producer(transactional_id="tx-" + topic_name)
-    p.begin_transaction()
-    p.send(topic_name, b"pending", partition=0)
-    p.flush()
-    plain.send(topic_name, b"after", partition=0).result()  # log end 3, LSO 1 (the open transaction)
+    plain, p = _open_transaction_between(client, topic_name)  # log end 3, LSO 1 (the open transaction)
     tp = (topic_name, 0)
     committed = client.consumer(isolation_level="read_committed")
     uncommitted = client.consumer(isolation_level="read_uncommitted")

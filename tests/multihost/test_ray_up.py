@@ -172,9 +172,21 @@ def produce(bootstrap: str, records: list[tuple[bytes, bytes, int | None]]) -> d
 def bed_logs(bed: TestBed, lines: int = 15) -> str:
     """What the hosts' Ray sessions logged about trouble (the bed and its logs go with the test): the
     load, and per host the last error lines of its logan-ray actors and raylet, for a failure's message."""
-    out = [f"load average: {os.getloadavg()}"]
+    states: dict[str, int] = {}
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(stat) as f:
+                state = f.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        states[state] = states.get(state, 0) + 1
+    with open("/proc/meminfo") as f:
+        memory = {k: v.strip() for k, v in (line.split(":", 1) for line in f) if k in ("Dirty", "Writeback", "MemAvailable")}
+    out = [f"load average: {os.getloadavg()}; processes by state: {states}; {memory}"]
     for h in bed.hosts:
-        logs = os.path.join(h.dir, "tmp", "ray", "session_latest", "logs")
+        # not session_latest: that symlink names the host's /tmp, which is another folder from here
+        sessions = sorted(glob.glob(os.path.join(h.dir, "tmp", "ray", "session_2*")))
+        logs = os.path.join(sessions[-1] if sessions else os.path.join(h.dir, "tmp", "ray", "none"), "logs")
         found = []
         for path in sorted(glob.glob(os.path.join(logs, "worker-*.err")) + glob.glob(os.path.join(logs, "raylet.out"))):
             try:
@@ -304,6 +316,9 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
     caches_before = set(glob.glob(os.path.join(tempfile.gettempdir(), "ray-config-*")))
     bootstrap = f"{h1.ip}:{PORT}"
     try:
+        # the suite's earlier tests can leave gigabytes of dirty pages: written back during this test's
+        # acks=all produce, every fsync waited behind them (a full run once saw load 386 and no ack in 120 s)
+        os.sync()
         t0 = time.monotonic()
         launcher("up", "-y", "--no-config-cache", config)
         # every host's gateway is a broker in Metadata, at its own address
