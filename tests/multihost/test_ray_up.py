@@ -173,13 +173,17 @@ def bed_logs(bed: TestBed, lines: int = 15) -> str:
     """What the hosts' Ray sessions logged about trouble (the bed and its logs go with the test): the
     load, and per host the last error lines of its logan-ray actors and raylet, for a failure's message."""
     states: dict[str, int] = {}
+    names: dict[str, int] = {}  # threads by program: which one there are hundreds of, if any
     for stat in glob.glob("/proc/[0-9]*/stat"):
         try:
             with open(stat) as f:
-                state = f.read().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
+                head, tail = f.read().rsplit(")", 1)
+        except (OSError, ValueError):
             continue
-        states[state] = states.get(state, 0) + 1
+        fields, name = tail.split(), head.split("(", 1)[-1]
+        states[fields[0]] = states.get(fields[0], 0) + 1
+        names[name] = names.get(name, 0) + int(fields[17])  # its threads: the load average counts those
+    states["most"] = sorted(names.items(), key=lambda kv: -kv[1])[:8]  # type: ignore[assignment]
     with open("/proc/meminfo") as f:
         memory = {k: v.strip() for k, v in (line.split(":", 1) for line in f) if k in ("Dirty", "Writeback", "MemAvailable")}
     out = [f"load average: {os.getloadavg()}; processes by state: {states}; {memory}"]
