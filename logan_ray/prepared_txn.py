@@ -19,8 +19,6 @@ producer makes (``actors/txn_coordinator.py``):
 """
 from __future__ import annotations
 
-import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,10 +27,7 @@ import ray
 from logan_ray.protocol import errors as E
 
 from ._ray import get
-from .errors import LoganError, TransactionError
-from .txn_producer import _RETRY, RETRY_BACKOFF_S, error_for_code, transaction_coordinator
-
-log = logging.getLogger("logan_ray.prepared_txn")
+from .txn_producer import call_coordinator, error_for_code
 
 CALL_TIMEOUT_S = 30.0  # how long a coordinator call is retried while its answers are transient
 
@@ -48,30 +43,7 @@ class PreparedTransaction:
 
 
 def _call(transactional_id: str, method: str, *args: Any, timeout_s: float = CALL_TIMEOUT_S) -> Any:
-    """A transaction coordinator call, asked again while the answer or the actor is transient
-    (CONCURRENT_TRANSACTIONS while an abort's markers are written, a coordinator moving)."""
-    deadline = time.monotonic() + timeout_s
-    coordinator = None
-    while True:
-        try:
-            coordinator = coordinator or transaction_coordinator(transactional_id)
-            if coordinator is None:
-                raise TransactionError(f"{transactional_id!r}: its coordinator has no leader", E.NOT_COORDINATOR)
-            out = get(getattr(coordinator, method).remote(transactional_id, *args))
-        except (ray.exceptions.RayActorError, LoganError) as e:
-            if time.monotonic() >= deadline:
-                raise
-            log.info("transaction coordinator %s of %r failed, retrying: %s", method, transactional_id, e)
-            coordinator = None
-            time.sleep(RETRY_BACKOFF_S)
-            continue
-        code = out[0] if isinstance(out, tuple) else out
-        if code in _RETRY and time.monotonic() < deadline:
-            if code == E.NOT_COORDINATOR:
-                coordinator = None
-            time.sleep(RETRY_BACKOFF_S)
-            continue
-        return out
+    return call_coordinator(transactional_id, method, args, timeout_s)[0]
 
 
 def start_coordinators() -> int:

@@ -65,6 +65,35 @@ def transaction_coordinator(transactional_id: str) -> Any:
     return None if node is None else txn_coordinator_on(node)
 
 
+def call_coordinator(transactional_id: str, method: str, args: tuple, timeout_s: float,
+                     coordinator: Any = None) -> tuple[Any, Any]:
+    """One transaction coordinator call, asked again while the answer or the actor is transient
+    (CONCURRENT_TRANSACTIONS while an abort's markers are written, a coordinator moving);
+    returns (the answer, the coordinator to ask next time). The one retry rule of the Python
+    transactional producer and of the exactly-once sink (prepared_txn.py)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            coordinator = coordinator or transaction_coordinator(transactional_id)
+            if coordinator is None:
+                raise TransactionError(f"{transactional_id!r}: its coordinator has no leader", E.NOT_COORDINATOR)
+            out = get(getattr(coordinator, method).remote(transactional_id, *args))
+        except (ray.exceptions.RayActorError, LoganError) as e:
+            if time.monotonic() >= deadline:
+                raise
+            log.info("transaction coordinator %s of %r failed, retrying: %s", method, transactional_id, e)
+            coordinator = None
+            time.sleep(RETRY_BACKOFF_S)
+            continue
+        code = out[0] if isinstance(out, tuple) else out
+        if code in _RETRY and time.monotonic() < deadline:
+            if code == E.NOT_COORDINATOR:
+                coordinator = None
+            time.sleep(RETRY_BACKOFF_S)
+            continue
+        return out, coordinator
+
+
 def error_for_code(code: int, what: str) -> LoganError:
     """The typed error of a coordinator's answer."""
     name = E.ERROR_NAMES.get(code, str(code))
@@ -123,28 +152,9 @@ class TransactionalProducer(Producer):
     # ------------------------------------------------------------- coordinator
     def _call(self, method: str, *args: Any) -> Any:
         """A transaction coordinator call, retried while the answer (or the actor) is transient."""
-        deadline = time.monotonic() + self._timeout_s
-        while True:
-            if self._coordinator is None:
-                self._coordinator = transaction_coordinator(self.transactional_id)
-            try:
-                if self._coordinator is None:
-                    raise TransactionError(f"{self.transactional_id!r}: its coordinator has no leader", E.NOT_COORDINATOR)
-                out = get(getattr(self._coordinator, method).remote(self.transactional_id, *args))
-            except (ray.exceptions.RayActorError, LoganError) as e:
-                if time.monotonic() >= deadline:
-                    raise
-                log.info("transaction coordinator %s of %r failed, retrying: %s", method, self.transactional_id, e)
-                self._coordinator = None
-                time.sleep(RETRY_BACKOFF_S)
-                continue
-            code = out[0] if isinstance(out, tuple) else out
-            if code in _RETRY and time.monotonic() < deadline:
-                if code == E.NOT_COORDINATOR:
-                    self._coordinator = None
-                time.sleep(RETRY_BACKOFF_S)
-                continue
-            return out
+        out, self._coordinator = call_coordinator(self.transactional_id, method, args, self._timeout_s,
+                                                  self._coordinator)
+        return out
 
     def _check(self, code: int, what: str) -> None:
         if code == E.NONE:
