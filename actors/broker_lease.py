@@ -21,6 +21,14 @@ A node Ray declares dead is different: Ray's health check fails when the raylet 
 while the node's gateway and partition actors may still run and reach the router. Its
 heartbeats are refused from then on (it never registers again under that node id), and
 what it leads is replaced only once its last lease has surely run out.
+
+A controller that hears from nobody cannot tell dead brokers from its own trouble (an overloaded
+machine that delays every Ray call, its own event loop starved): time in which *no* heartbeat
+arrived for more than two heartbeat intervals does not count against any session (the
+spirit of KAFKA-15019 and KAFKA-17793, where an overloaded KRaft controller stopped fencing
+live brokers). Fencing then only took partitions offline with nobody left to elect: on two
+loaded cores every broker was fenced together a dozen times a minute. Delaying a fence never
+breaks the lease rule above; a broker that dies while the others beat is fenced on time.
 Pure bookkeeping: no Ray, no I/O, so the rules are tested as such (tests/actors/test_broker_lease.py).
 """
 from __future__ import annotations
@@ -95,8 +103,12 @@ class BrokerLease:
 class BrokerSessions:
     """The controller's side: which nodes' brokers are fenced (no heartbeat for the session timeout)."""
 
-    def __init__(self, session_timeout_ms: int = DEFAULT_BROKER_SESSION_TIMEOUT_MS) -> None:
+    def __init__(self, session_timeout_ms: int = DEFAULT_BROKER_SESSION_TIMEOUT_MS,
+                 heartbeat_interval_ms: int = DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS) -> None:
         self.session_timeout_s = session_timeout_ms / 1000.0
+        #: no heartbeat from anybody for longer than this is a silence of the controller's, not of a broker
+        self.silence_s = 2 * heartbeat_interval_ms / 1000.0
+        self._last_any: float | None = None  # when the last heartbeat from any node arrived
         #: when the leases granted by an earlier incarnation of the controller (this one replaced a dead
         #: router) have surely run out: one session after this incarnation served its first call
         #: (:meth:`serving`); until then a node it never heard from may still acknowledge under one
@@ -135,14 +147,28 @@ class BrokerSessions:
             self._fenced.discard(node)
             self._epoch[node] = self._next_epoch
             self._next_epoch += 1
+        self._heard(now)
         self._last[node] = now
         return self._epoch[node]
+
+    def _heard(self, now: float) -> None:
+        """A heartbeat arrived: a silence before it beyond ``silence_s`` is the controller's and is not
+        counted against any session."""
+        if self._last_any is not None and now - self._last_any > self.silence_s:
+            self.stalled(now - self._last_any - self.silence_s)
+        self._last_any = now
+
+    def _silent_for(self, now: float) -> float:
+        """How much of the time since the last heartbeat from anybody is an ongoing silence."""
+        return 0.0 if self._last_any is None else max(0.0, now - self._last_any - self.silence_s)
 
     def lapse(self, now: float | None = None) -> list[str]:
         """Fence every node whose session lapsed; returns the nodes fenced by this call, and the dead nodes
         whose last lease ran out since the last call (their partitions may be replaced now)."""
         now = time.monotonic() if now is None else now
-        out = [n for n, at in self._last.items() if n not in self._fenced and now - at >= self.session_timeout_s]
+        silent = self._silent_for(now)
+        out = [n for n, at in self._last.items()
+               if n not in self._fenced and now - at - silent >= self.session_timeout_s]
         self._fenced.update(out)
         ran_out = [n for n, at in self._dead.items() if n not in self._dead_reported and now >= at]
         self._dead_reported.update(ran_out)
@@ -188,6 +214,8 @@ class BrokerSessions:
         that much. Only ever delays fencing, so the lease rule still holds."""
         for n in self._last:
             self._last[n] += seconds
+        if self._last_any is not None:
+            self._last_any += seconds
 
     def forget(self, node: str) -> None:
         """A node Ray declared dead: it will never heartbeat under this id again."""
@@ -201,6 +229,9 @@ class BrokerSessions:
         lapse one session after its last heartbeat, and a dead node's last lease runs out at its recorded
         time. A heartbeat only moves a lapse later, so nothing lapses before the time returned."""
         now = time.monotonic() if now is None else now
-        due = [at + self.session_timeout_s for n, at in self._last.items() if n not in self._fenced]
+        # while nobody is heard from, no session ages: the next heartbeat ends the silence, and the
+        # watch's own poll (at most a session later) looks again
+        due = [] if self._silent_for(now) > 0 else \
+            [at + self.session_timeout_s for n, at in self._last.items() if n not in self._fenced]
         due += [at for n, at in self._dead.items() if n not in self._dead_reported]
         return max(0.0, min(due) - now) if due else None

@@ -122,7 +122,7 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         self.broker_session_timeout_ms = broker_session_timeout_ms or DEFAULT_BROKER_SESSION_TIMEOUT_MS
         self.broker_heartbeat_interval_ms = broker_heartbeat_interval_ms or DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS
         lease_ms(self.broker_session_timeout_ms, self.broker_heartbeat_interval_ms)  # refuses a bad pair
-        self._sessions = BrokerSessions(self.broker_session_timeout_ms)
+        self._sessions = BrokerSessions(self.broker_session_timeout_ms, self.broker_heartbeat_interval_ms)
         self._init_rebalance(auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
                              leader_imbalance_per_broker_percentage)
         self._init_drain()

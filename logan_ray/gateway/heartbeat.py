@@ -9,6 +9,12 @@ partition actors refuse writes that do not come through the gateway by it too); 
 broker does, before the router may elect another leader. An answer with a new broker
 epoch (the router had fenced this node) first drops every route this gateway cached:
 the partitions it led may have other leaders now.
+
+A heartbeat not answered within an interval does not hold the next one back (as Kafka's
+broker times a heartbeat out and sends another, KAFKA-14392): on a loaded machine a Ray call
+can take seconds to come back, and one heartbeat per round trip would let the session lapse
+at the router though this broker is alive. Up to :data:`MAX_IN_FLIGHT` go at once; an answer
+that comes late still counts (from when it was sent), one older than the epoch held is dropped.
 """
 from __future__ import annotations
 
@@ -24,6 +30,10 @@ from logan_ray.actors.lease_board import LeaseWriter
 from .periodic import Periodic
 
 log = logging.getLogger("logan_ray.gateway")
+
+#: heartbeats unanswered at once, at most: a router that answers none (restarting, or gone) is not
+#: sent an unbounded queue of them
+MAX_IN_FLIGHT = 6
 
 
 def router_restarting(router: Any) -> bool:
@@ -60,16 +70,44 @@ class Heartbeat(Periodic):
         #: the last answer came too late to give a running lease (the call waited out a router restart
         #: in its queue): the next heartbeat goes at once, not an interval later
         self._late = False
+        #: heartbeats sent and not answered yet -> when each was sent
+        self._in_flight: dict[asyncio.Future, float] = {}
+        self._carrying: asyncio.Future | None = None  # a through_restart under way
+
+    def _send(self) -> None:
+        if len(self._in_flight) < MAX_IN_FLIGHT:
+            sent = time.monotonic()
+            call = self._cluster.router.broker_heartbeat.remote(self._node_id, self.lease.broker_epoch)
+            self._in_flight[asyncio.ensure_future(call)] = sent
+
+    async def _answer(self) -> tuple[float, int]:
+        """(sent, broker epoch) of the latest-sent heartbeat answered: one more goes each interval
+        without an answer (and while none comes, the lease may be carried through a router restart)."""
+        self._send()
+        while True:
+            done, _ = await asyncio.wait(set(self._in_flight), timeout=self.lease.heartbeat_interval_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if done:
+                break
+            self._carry()
+            self._send()
+        answers, failure = [], None
+        for f in done:
+            sent = self._in_flight.pop(f)
+            if f.exception() is not None:
+                failure = failure or f.exception()
+            elif f.result() >= self.lease.broker_epoch:  # an answer from before a re-registration: void
+                answers.append((f.result(), sent))
+        if not answers:
+            if failure is not None:
+                raise failure
+            return await self._answer()
+        epoch, sent = max(answers)
+        return sent, epoch
 
     async def beat(self) -> None:
-        """One heartbeat; the lease counts from before it was sent. While the answer does not come (a call
-        to a restarting router waits in Ray's queue), the lease may be carried through the restart."""
-        sent = time.monotonic()
-        answer = asyncio.ensure_future(self._cluster.router.broker_heartbeat.remote(self._node_id,
-                                                                                    self.lease.broker_epoch))
-        while not (await asyncio.wait({answer}, timeout=self.lease.heartbeat_interval_s))[0]:
-            await self.through_restart()
-        epoch = answer.result()
+        """One heartbeat answered; the lease counts from before it was sent."""
+        sent, epoch = await self._answer()
         self._told_restart = False
         if epoch != self.lease.broker_epoch:
             if self.lease.broker_epoch >= 0:
@@ -83,6 +121,12 @@ class Heartbeat(Periodic):
         self.lease.granted(sent, epoch)
         self.board.publish(self.lease.until, epoch)
         self._late = not self.lease.valid()
+
+    def _carry(self) -> None:
+        """Ask about a router restart beside the heartbeats, not before the next one: a loaded GCS takes
+        up to a lease length to answer, and the heartbeats must go on meanwhile."""
+        if self._carrying is None or self._carrying.done():
+            self._carrying = asyncio.ensure_future(self.through_restart())
 
     async def through_restart(self) -> None:
         """Keep acknowledging while Ray restarts the router, as Kafka's brokers serve on while the
@@ -109,6 +153,9 @@ class Heartbeat(Periodic):
 
     def stop(self) -> None:
         super().stop()
+        for f in [*self._in_flight, *([self._carrying] if self._carrying else [])]:
+            f.cancel()
+        self._in_flight.clear()
         self._asker.shutdown(wait=False, cancel_futures=True)
 
     async def round(self) -> None:

@@ -4,15 +4,35 @@ import pytest
 from logan_ray.actors.broker_lease import BrokerLease, BrokerSessions, lease_ms
 
 
+class Witness:
+    """Another broker heartbeating every 0.5 s: the controller hears from somebody, so the silence of one
+    node counts against its session (a controller that hears from nobody fences nobody)."""
+
+    def __init__(self, sessions: BrokerSessions, start: float, node: str = "w") -> None:
+        self.sessions, self.node, self.at = sessions, node, start
+        sessions.heartbeat(node, -1, now=start)
+
+    def upto(self, now: float) -> None:
+        while self.at + 0.5 <= now:
+            self.at += 0.5
+            self.sessions.heartbeat(self.node, -1, now=self.at)
+
+
+def lapse(sessions: BrokerSessions, now: float, witness: Witness) -> list[str]:
+    witness.upto(now)
+    return [n for n in sessions.lapse(now=now) if n != witness.node]
+
+
 def test_the_lease_ends_before_the_controller_may_fence():
     sessions, lease = BrokerSessions(3000), BrokerLease(3000, 500)
     sent = 100.0
+    w = Witness(sessions, sent)
     epoch = sessions.heartbeat("n1", lease.broker_epoch, now=sent + 0.2)  # arrives after it was sent
     lease.granted(sent, epoch)
     assert lease.valid(epoch, now=sent + 2.49)
     assert not lease.valid(epoch, now=sent + 2.5)  # the broker stops acknowledging here...
-    assert sessions.lapse(now=sent + 2.5) == [] and sessions.lapse(now=sent + 3.1) == []
-    assert sessions.lapse(now=sent + 3.2) == ["n1"]  # ...and is fenced (others may lead) only after
+    assert lapse(sessions, sent + 2.5, w) == [] and lapse(sessions, sent + 3.1, w) == []
+    assert lapse(sessions, sent + 3.2, w) == ["n1"]  # ...and is fenced (others may lead) only after
     assert sessions.fenced("n1")
 
 
@@ -23,11 +43,12 @@ def test_nothing_is_acknowledged_before_the_first_heartbeat_is_answered():
 
 def test_a_fenced_node_registers_again_under_a_new_epoch_and_its_old_lease_is_void():
     sessions, lease = BrokerSessions(3000), BrokerLease(3000, 500)
+    w = Witness(sessions, 0.0)
     first = sessions.heartbeat("n1", -1, now=0.0)
     assert lease.granted(0.0, first)  # a first registration is new
     assert sessions.heartbeat("n1", first, now=1.0) == first  # a retried or regular heartbeat: same epoch
     assert not lease.granted(1.0, first)
-    assert sessions.lapse(now=4.5) == ["n1"]
+    assert lapse(sessions, 4.5, w) == ["n1"]
     second = sessions.heartbeat("n1", first, now=5.0)
     assert second != first and not sessions.fenced("n1")
     assert lease.granted(5.0, second)  # the gateway must drop its routes
@@ -39,8 +60,37 @@ def test_a_stalled_controller_does_not_fence_brokers_whose_heartbeats_waited_for
     sessions = BrokerSessions(3000)
     sessions.heartbeat("n1", -1, now=0.0)
     sessions.stalled(5.0)  # the router did not run from 0.5 to 5.5
-    assert sessions.lapse(now=5.6) == []
-    assert sessions.lapse(now=8.1) == ["n1"]
+    w = Witness(sessions, 5.5)
+    assert lapse(sessions, 5.6, w) == []
+    assert lapse(sessions, 8.1, w) == ["n1"]
+
+
+def test_a_broker_that_goes_silent_while_the_others_beat_is_fenced_on_time():
+    sessions = BrokerSessions(3000, 500)
+    w = Witness(sessions, 0.0)
+    sessions.heartbeat("n1", -1, now=10.0)  # its last
+    assert lapse(sessions, 12.99, w) == []
+    assert lapse(sessions, 13.0, w) == ["n1"]  # not a moment later than a session after its last heartbeat
+
+
+def test_a_controller_that_hears_from_nobody_fences_nobody():
+    """Every heartbeat delayed for 10 s (an overloaded machine; the controller's own calls starved): the
+    silence is the controller's. Fencing all would only take every partition offline with nobody to elect."""
+    sessions = BrokerSessions(3000, 500)
+    for t in range(0, 21):  # three brokers beating every 0.5 s until 10.0
+        for n in ("n1", "n2", "n3"):
+            sessions.heartbeat(n, -1, now=t / 2)
+    assert sessions.lapse(now=20.0) == []
+    assert sessions.next_lapse_in(now=20.0) is None  # nothing can lapse until somebody is heard again
+    sessions.heartbeat("n2", -1, now=20.0)  # the first of the queued heartbeats is served...
+    assert sessions.lapse(now=20.01) == []  # ...and the watch runs before the others: still nobody
+    sessions.heartbeat("n1", -1, now=20.02)
+    sessions.heartbeat("n3", -1, now=20.03)
+    assert not any(sessions.fenced(n) for n in ("n1", "n2", "n3"))
+    for t in (20.5, 21.0, 21.5, 22.0, 22.5, 23.0):  # heard again: n1 and n3 beat, n2 does not
+        sessions.heartbeat("n1", -1, now=t)
+        sessions.heartbeat("n3", -1, now=t)
+    assert sessions.lapse(now=22.99) == [] and sessions.lapse(now=23.0) == ["n2"]
 
 
 def test_nodes_without_a_session_are_never_fenced():
@@ -66,6 +116,7 @@ def test_a_node_ray_declared_dead_is_replaced_only_once_its_last_lease_ran_out_a
     sessions = BrokerSessions(session_timeout_ms=3000)
     lease = BrokerLease(3000, 500)
     sent = 100.0
+    w = Witness(sessions, sent)
     lease.granted(sent, sessions.heartbeat("n1", -1, now=sent + 0.01))  # arrived 10 ms after it was sent
     sessions.declare_dead("n1", now=sent + 0.5)
     with pytest.raises(NodeDeclaredDeadError):  # its gateway's next heartbeat: no renewal
@@ -74,7 +125,7 @@ def test_a_node_ray_declared_dead_is_replaced_only_once_its_last_lease_ran_out_a
         assert not sessions.replaceable("n1", now=t)
         assert lease.valid(now=t) or t >= sent + lease.lease_s  # the zombie may still acknowledge here
     assert not lease.valid(now=sent + 3.01) and sessions.replaceable("n1", now=sent + 3.01)
-    assert sessions.lapse(now=sent + 3.02) == ["n1"] and sessions.lapse(now=sent + 4) == []  # reported once
+    assert lapse(sessions, sent + 3.02, w) == ["n1"] and lapse(sessions, sent + 4, w) == []  # reported once
 
 
 def test_a_dead_node_that_never_heartbeated_or_was_fenced_is_replaceable_at_once():
@@ -82,8 +133,9 @@ def test_a_dead_node_that_never_heartbeated_or_was_fenced_is_replaceable_at_once
     sessions.serving(now=0.0)
     sessions.declare_dead("no-gateway", now=10.0)
     assert sessions.replaceable("no-gateway", now=10.0)
+    w = Witness(sessions, 0.0)
     sessions.heartbeat("n2", -1, now=0.0)
-    sessions.lapse(now=5.0)  # fenced
+    assert lapse(sessions, 5.0, w) == ["n2"]  # fenced
     sessions.declare_dead("n2", now=6.0)
     assert sessions.replaceable("n2", now=6.0)
     assert not sessions.replaceable("alive-and-well", now=6.0)

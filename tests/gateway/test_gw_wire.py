@@ -557,7 +557,7 @@ def _produce_once(gateway: str, topic: str, within_s: float) -> None:
 
 
 def test_gateway_on_a_free_port_comes_back_on_it_after_its_broker_session_expired(client, gateway, topic_name):
-    """A gateway started on port 0, frozen past the broker session timeout (its node fenced) and then
+    """A gateway started on port 0, frozen past the broker session timeout (its lease over) and then
     SIGKILLed, listens again on the port it had: clients only know that one."""
     import os
     import signal
@@ -578,7 +578,7 @@ def test_gateway_on_a_free_port_comes_back_on_it_after_its_broker_session_expire
         actor = ray.get_actor(gateway_name(here), namespace="logan_ray")
         pid = get(actor.stats.remote())["pid"]
         os.kill(pid, signal.SIGSTOP)
-        time.sleep(DEFAULT_BROKER_SESSION_TIMEOUT_MS / 1000 * 2)  # no heartbeat: the router fences the node
+        time.sleep(DEFAULT_BROKER_SESSION_TIMEOUT_MS / 1000 * 2)  # no heartbeat: its lease runs out
         os.kill(pid, signal.SIGKILL)
         _produce_once(endpoint, topic_name, 60)
         assert get(actor.stats.remote())["endpoint"] == endpoint
