@@ -73,6 +73,7 @@ class Heartbeat(Periodic):
         #: heartbeats sent and not answered yet -> when each was sent
         self._in_flight: dict[asyncio.Future, float] = {}
         self._carrying: asyncio.Future | None = None  # a through_restart under way
+        self._registering: asyncio.Future | None = None  # the gateway's addresses told again after a fence
 
     def _send(self) -> None:
         if len(self._in_flight) < MAX_IN_FLIGHT:
@@ -114,13 +115,18 @@ class Heartbeat(Periodic):
                 log.warning("gateway: this node was fenced; registered again (broker epoch %d)", epoch)
             self._cluster.forget_all()  # before the lease runs again under the new epoch
             if self._on_new_epoch is not None and self.lease.broker_epoch >= 0:
-                try:
-                    await self._on_new_epoch()
-                except Exception as e:  # the periodic registration tries again
-                    log.warning("gateway: registering again failed: %s", e)
+                # beside the heartbeats, not before the next one: on a loaded machine the registration
+                # took seconds, and a node that had just been fenced for silence was silent again
+                self._registering = asyncio.ensure_future(self._register_again())
         self.lease.granted(sent, epoch)
         self.board.publish(self.lease.until, epoch)
         self._late = not self.lease.valid()
+
+    async def _register_again(self) -> None:
+        try:
+            await self._on_new_epoch()
+        except Exception as e:  # the periodic registration tries again
+            log.warning("gateway: registering again failed: %s", e)
 
     def _carry(self) -> None:
         """Ask about a router restart beside the heartbeats, not before the next one: a loaded GCS takes
@@ -153,7 +159,7 @@ class Heartbeat(Periodic):
 
     def stop(self) -> None:
         super().stop()
-        for f in [*self._in_flight, *([self._carrying] if self._carrying else [])]:
+        for f in [*self._in_flight, *(t for t in (self._carrying, self._registering) if t is not None)]:
             f.cancel()
         self._in_flight.clear()
         self._asker.shutdown(wait=False, cancel_futures=True)

@@ -96,3 +96,30 @@ def test_an_answer_from_before_a_re_registration_does_not_count_as_one():
     first, last, forgot = asyncio.run(scenario())
     assert first == 9 and last == 9
     assert forgot == 2  # the first registration and the one re-registration, not a third for the stale 7
+
+
+def test_heartbeats_go_on_while_a_fenced_gateway_registers_its_addresses_again():
+    """The re-registration after a fence is a router call that took seconds under load: the heartbeats
+    must not wait for it, or the node just fenced for silence is silent again."""
+    async def scenario() -> tuple[int, int]:
+        call = _SlowRouterCall(delay_s=0.0, epoch=7)
+        cluster = _Cluster(call)
+        registered = asyncio.Event()
+
+        async def register() -> None:
+            await asyncio.sleep(1.0)
+            registered.set()
+        hb = Heartbeat(cluster, uuid.uuid4().hex, session_timeout_ms=1000, heartbeat_interval_ms=100,
+                       on_new_epoch=register, restarting=lambda: False)
+        await hb.round()  # registered under 7
+        call.epoch = 9  # fenced: the next answer re-registers the node
+        hb.start()
+        await asyncio.sleep(0.8)
+        sent_while_registering = len(call.sent)
+        await asyncio.wait_for(registered.wait(), 2.0)
+        hb.stop()
+        hb.board.retire()
+        return sent_while_registering, hb.lease.broker_epoch
+
+    sent, epoch = asyncio.run(scenario())
+    assert epoch == 9 and sent >= 6  # about one per 100 ms; waiting for the registration would be 2
