@@ -79,6 +79,12 @@ class FollowerStates:
             return True
         return False
 
+    def stalled(self, ms: int) -> None:
+        """The leader itself did not run for ``ms`` (a stopped process, a starved machine): its followers'
+        fetches waited for it, so that time does not count as their lag. Only ever delays a shrink."""
+        for n in self.caught_up_ms:
+            self.caught_up_ms[n] += ms
+
     def to_shrink(self, now_ms: int) -> list[str] | None:
         """The ISR without followers lagging over ``replica.lag.time.max.ms``; None when nobody lags."""
         lagging = [n for n in self.isr if n != self.leader and now_ms - self.caught_up_ms.get(n, now_ms) > self.lag_max_ms]

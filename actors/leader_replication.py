@@ -25,6 +25,9 @@ from .isr import DEFAULT_REPLICA_LAG_TIME_MAX_MS, FollowerStates
 
 log = logging.getLogger(__name__)
 
+#: the expiry loop woke this much later than asked: the leader's own process did not run meanwhile
+STALL_MS = 100
+
 
 def _now_ms() -> int:
     return time.monotonic_ns() // 1_000_000
@@ -175,7 +178,13 @@ class LeaderReplication:
 
     async def _expire_loop(self) -> None:
         while True:
-            await asyncio.sleep(self.states.lag_max_ms / 2000.0)
+            pause_ms = self.states.lag_max_ms // 2
+            asleep = _now_ms()
+            await asyncio.sleep(pause_ms / 1000.0)
+            late = _now_ms() - asleep - pause_ms
+            if late > STALL_MS:
+                # this leader was stopped or starved: the followers did not lag, their fetches waited for it
+                self.states.stalled(late)
             smaller = self.states.to_shrink(_now_ms())
             if smaller is not None:
                 await self._alter(smaller)

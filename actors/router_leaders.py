@@ -82,6 +82,14 @@ class LeaderControl:
         if (topic, partition) in self._stopping:
             raise FencedLeaderEpochError(f"partition {topic}-{partition}: its leadership is being replaced; "
                                          f"no ISR change in epoch {leader_epoch}")
+        leader = t["placement"][str(partition)]["node_id"]
+        if self._sessions.fenced(leader):
+            # Kafka refuses AlterPartition under a stale broker epoch: a fenced broker changes no ISR. Here a
+            # leader stopped for longer than the lag shrank its ISR to itself as it woke (its followers'
+            # fetches had not been served), before its election reached the handover: the candidate "left
+            # the ISR" and the partition went offline (CI's queue-checker run)
+            raise FencedLeaderEpochError(f"partition {topic}-{partition}: its leader's broker (node {leader[:8]}) "
+                                         f"is fenced; no ISR change until it registers again")
         replicas = replica_placement.replicas_of(t, partition)
         if not isr or isr[0] != replicas[0] or not set(isr) <= set(replicas) or len(set(isr)) != len(isr):
             raise ValueError(f"partition {topic}-{partition}: ISR {isr} is not the leader plus replicas of {replicas}")

@@ -193,3 +193,20 @@ def test_elections_of_many_partitions_do_not_wait_on_each_other(monkeypatch):
     done = asyncio.run(run())
     assert len(done) == 19 and TOPIC not in done  # the 19 whose candidate C answered, while B hung
     assert ctl.leader == B  # and the hung one too, once B answered
+
+
+def test_a_fenced_leader_changes_no_isr():
+    """A leader stopped past the lag shrank its ISR to itself as it woke, while its election waited on the
+    candidate's handover: the candidate had "left the ISR" and the partition went offline. A fenced
+    broker changes no ISR (Kafka refuses AlterPartition under a stale broker epoch)."""
+    ctl = Controller(isr=[A, B, C], alive=[A, B, C], fenced=[A])
+
+    async def run() -> None:
+        with pytest.raises(FencedLeaderEpochError, match="is fenced"):
+            await ctl.alter_isr(TOPIC, 0, 5, [A])
+
+    asyncio.run(run())
+    assert ctl.rec["isr"] == [A, B, C]
+    ctl._sessions._fenced.clear()  # registered again (and still its leader): its changes count again
+    answer = asyncio.run(ctl.alter_isr(TOPIC, 0, 5, [A, B]))
+    assert answer["accepted"] and ctl.rec["isr"] == [A, B]

@@ -74,3 +74,49 @@ def test_a_follower_position_past_the_leaders_log_end_is_refused_and_not_recorde
     with pytest.raises(OffsetOutOfRangeError):
         s.fetched("F1", 2 ** 62, leader_leo=10, now_ms=2)
     assert s.leo["F1"] == 5 and s.high_watermark == 5
+
+
+def test_time_the_leader_did_not_run_is_not_its_followers_lag():
+    s = states(now=0)
+    s.fetched("F1", 0, leader_leo=0, now_ms=10_000)
+    s.fetched("F2", 0, leader_leo=0, now_ms=10_000)
+    s.stalled(25_000)  # the leader was stopped from 11 s to 36 s: no fetch could be served
+    assert s.to_shrink(41_000) is None  # 31 s after the last fetches, 6 s of them while the leader ran
+    assert s.to_shrink(65_001) == ["L"]  # the lag still counts once the leader runs
+
+
+def test_a_leader_woken_from_a_stop_does_not_shrink_its_isr_for_the_fetches_it_did_not_serve():
+    """A SIGSTOPped leader's expiry loop wakes late: without the rule it shrank the ISR to itself at once
+    (CI's queue-checker run, where that took the partition offline)."""
+    import asyncio
+    import time
+
+    from logan_ray.actors.leader_replication import LeaderReplication
+
+    asked: list[list[str]] = []
+
+    class Router:
+        class alter_isr:  # noqa: N801 - a Ray method's shape
+            @staticmethod
+            def remote(topic, partition, epoch, isr, version):
+                asked.append(list(isr))
+
+                async def answer():
+                    return {"isr": list(isr), "isr_version": version + 1, "accepted": True}
+                return answer()
+
+    async def scenario() -> tuple[list, list]:
+        rep = LeaderReplication("t-0", Router, "t", 0, "L", ["L", "F1", "F2"], ["L", "F1", "F2"], log_start=0,
+                                log_end=lambda: 0, epoch=1, lag_max_ms=400)
+        rep.start()
+        await asyncio.sleep(0.05)
+        time.sleep(1.0)  # the whole process stopped: nothing runs, no fetch is served
+        await asyncio.sleep(0.1)
+        right_after = list(asked)
+        await asyncio.sleep(0.6)  # running again, and still no fetch: now they lag
+        rep.stop()
+        return right_after, list(asked)
+
+    right_after, later = asyncio.run(scenario())
+    assert right_after == []
+    assert later and later[-1] == ["L"]
