@@ -88,23 +88,21 @@ class Heartbeat(Periodic):
         while True:
             done, _ = await asyncio.wait(set(self._in_flight), timeout=self.lease.heartbeat_interval_s,
                                          return_when=asyncio.FIRST_COMPLETED)
-            if done:
-                break
-            self._carry()
-            self._send()
-        answers, failure = [], None
-        for f in done:
-            sent = self._in_flight.pop(f)
-            if f.exception() is not None:
-                failure = failure or f.exception()
-            elif f.result() >= self.lease.broker_epoch:  # an answer from before a re-registration: void
-                answers.append((f.result(), sent))
-        if not answers:
+            answers, failure = [], None
+            for f in done:
+                sent = self._in_flight.pop(f)
+                if f.exception() is not None:
+                    failure = failure or f.exception()
+                elif f.result() >= self.lease.broker_epoch:  # an answer from before a re-registration: void
+                    answers.append((f.result(), sent))
+            if answers:
+                epoch, sent = max(answers)
+                return sent, epoch
             if failure is not None:
                 raise failure
-            return await self._answer()
-        epoch, sent = max(answers)
-        return sent, epoch
+            if not done:
+                self._carry()
+            self._send()
 
     async def beat(self) -> None:
         """One heartbeat answered; the lease counts from before it was sent."""
