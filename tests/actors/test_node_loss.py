@@ -11,13 +11,13 @@ own Ray runtime stays untouched.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
 
 from tests.tooling.child_result import child_result
+from tests.tooling.cluster_child import run_in_group
 
 HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "gateway")
 
@@ -113,7 +113,7 @@ SCRIPT = textwrap.dedent(
 
 @pytest.mark.slow
 def test_partition_of_a_lost_node_waits_for_it_and_comes_back_with_its_records():
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=400)
+    out = run_in_group([sys.executable, "-c", SCRIPT], 400)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     r = child_result(out.stdout)
     assert r["before"] == [0, 10]

@@ -5,11 +5,11 @@ Runs in a child process: the session's own Ray runtime stays untouched.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import textwrap
 
 from tests.tooling.child_result import child_result
+from tests.tooling.cluster_child import run_in_group
 
 SCRIPT = textwrap.dedent(
     """
@@ -110,7 +110,7 @@ SCRIPT = textwrap.dedent(
 
 
 def test_partitions_spread_over_three_nodes_and_served_there():
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
+    out = run_in_group([sys.executable, "-c", SCRIPT], 300)
     assert out.returncode == 0, out.stderr[-3000:]
     result = child_result(out.stdout)
     assert len(result["nodes"]) == 3

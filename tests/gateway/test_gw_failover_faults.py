@@ -17,7 +17,6 @@ One cluster, one child process for both (the session's own Ray runtime stays unt
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 
@@ -25,6 +24,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tooling"))
 from child_result import child_result  # noqa: E402
+from cluster_child import run_in_group  # noqa: E402
 from history_checks import check_history  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -273,7 +273,7 @@ SCRIPT = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def faults() -> dict:
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=400)
+    out = run_in_group([sys.executable, "-c", SCRIPT], 400)
     result = child_result(out.stdout, out.stderr)
     result["_stderr"] = out.stderr[-4000:]
     print({k: v for k, v in result.items() if k.endswith("_s")})

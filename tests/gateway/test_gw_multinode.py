@@ -17,6 +17,7 @@ import textwrap
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tooling"))
 
+from cluster_child import run_in_group  # noqa: E402
 from history_checks import check_history  # noqa: E402
 
 SCRIPT = textwrap.dedent(
@@ -262,7 +263,7 @@ SCRIPT = textwrap.dedent(
 
 def test_each_node_serves_its_partitions_and_redirects_the_rest():
     try:
-        out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=400)
+        out = run_in_group([sys.executable, "-c", SCRIPT], 400)
     except subprocess.TimeoutExpired as e:
         raise AssertionError(f"timed out; stdout: {e.stdout!r}"[-6000:]) from None
     result = json.loads(next(ln for ln in reversed(out.stdout.splitlines()) if ln.startswith("{")))

@@ -21,7 +21,7 @@ import sys
 import textwrap
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tooling"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "tooling"))
 
 from cluster_child import run_child  # noqa: E402
 from history_checks import check_history  # noqa: E402
