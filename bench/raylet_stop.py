@@ -14,7 +14,7 @@ its first record (``acks=1`` records the old leader acknowledged before its foll
 fetched them are lost in Kafka too, and are only counted), and nothing else is wrong with
 the history; it prints how long the election took, the overlap and the losses. The run and
 its judgement are tests/tooling/raylet_stop_run.py, which the suite runs too
-(tests/gateway/test_raylet_stop.py).
+(bench/soaks/test_raylet_stop.py).
 """
 from __future__ import annotations
 

@@ -343,6 +343,8 @@ class Producer:
         self._producer_id = self._first_producer_id() if idempotent else -1
         self._epoch = 0  # the epoch new partition states start with (a transactional producer's is the coordinator's)
         self._lock = threading.RLock()
+        #: wakes the linger thread when a batch opens (it sleeps while none is open) and at close
+        self._linger_wake = threading.Condition(self._lock)
         self._open: dict[tuple[str, int], _Batch] = {}
         self._opened_at: dict[tuple[str, int], float] = {}
         self._partitions: dict[tuple[str, int], _PartitionState] = {}
@@ -411,6 +413,8 @@ class Producer:
             b = None
         if b is None:
             b = self._open[tp] = _Batch(*tp)
+            if not self._opened_at:
+                self._linger_wake.notify()  # the linger thread sleeps while no batch is open
             self._opened_at[tp] = time.monotonic()
         return b
 
@@ -836,10 +840,22 @@ class Producer:
 
     # ----------------------------------------------------------- flush/close
     def _linger_loop(self) -> None:
-        while not self._closed:
-            time.sleep(max(self._linger_s, 0.001))
-            now = time.monotonic()
-            with self._lock:
+        """Ship each open batch once it is ``linger.ms`` old; sleep while no batch is open.
+
+        Why it waits on a condition rather than polling: an idle producer must cost nothing. Polling
+        every ``linger.ms`` (5 ms), the 25 producers a test session had left open took a quarter of a
+        core between them, all the time (py-spy of the suite's process, 2026-11-29).
+        """
+        with self._linger_wake:
+            while not self._closed:
+                if not self._opened_at:
+                    self._linger_wake.wait()
+                    continue
+                now = time.monotonic()
+                due = min(self._opened_at.values()) + self._linger_s
+                if due > now:
+                    self._linger_wake.wait(due - now)
+                    continue
                 for tp, opened in list(self._opened_at.items()):
                     if now - opened >= self._linger_s:
                         self._ship(tp)
@@ -866,7 +882,9 @@ class Producer:
         try:
             self.flush(timeout)
         finally:
-            self._closed = True
+            with self._lock:
+                self._closed = True
+                self._linger_wake.notify()  # the linger thread ends
 
     def __enter__(self) -> "Producer":
         return self

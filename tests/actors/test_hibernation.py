@@ -86,11 +86,15 @@ def test_idle_partition_hibernates_cleanly_and_the_next_produce_through_an_old_h
     assert (stats["producers"], stats["producer_snapshot_offset"]) == (1, 20)
 
 
-def test_a_waiting_long_poll_keeps_its_partition_awake_and_it_hibernates_after(client, topic_name):
+def test_a_waiting_long_poll_keeps_its_partition_awake_and_it_hibernates_after(client, topic_name,
+                                                                               short_partition_idle):
+    # partition.idle.ms of 1.5 s here, not 300 ms: the poll reaches the actor one Ray call after its start,
+    # which in a loaded full run took more than 300 ms once (stop 49), and the partition had hibernated
+    ray.get(short_partition_idle.set_partition_idle_ms.remote(1500))
     client.create_topic(topic_name, partitions=1, activate=False)
     handle = client.partition_actor(topic_name, 0)
-    polling = handle.fetch.remote(0, 1 << 20, 2500, 1)  # waits for data that never comes
-    time.sleep(1.5)  # five idle periods
+    polling = handle.fetch.remote(0, 1 << 20, 6000, 1)  # waits for data that never comes
+    time.sleep(4.5)  # three idle periods
     assert active_partitions(client, topic_name) == {0} and live_partition_actors(topic_name)
     data, high_watermark, _ = ray.get(polling)
     assert (data, high_watermark) == (b"", 0)

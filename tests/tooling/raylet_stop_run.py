@@ -1,6 +1,6 @@
 """Only the leader host's raylet stops: do two leaders ever acknowledge? (issue 32 item 6)
 
-Shared by ``bench/raylet_stop.py`` and tests/gateway/test_raylet_stop.py: run :data:`SCRIPT` in
+Shared by ``bench/raylet_stop.py`` and bench/soaks/test_raylet_stop.py: run :data:`SCRIPT` in
 a child process (:func:`cluster_child.run_child`), judge its result with :func:`two_leaders`.
 
 Ray calls a node dead when its raylet stops answering health checks, while the node's

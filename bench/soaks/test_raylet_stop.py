@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tooling"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tests", "tooling"))
 from cluster_child import run_child  # noqa: E402
 from raylet_stop_run import SCRIPT, judge  # noqa: E402
 
