@@ -52,6 +52,7 @@ from .names import COORDINATOR_NAME, NAMESPACE, ROUTER_NAME
 log = logging.getLogger("logan_ray.groups")
 
 OFFSETS_PARTITIONS = 8
+_UNREAD = object()  # no closed-folder figures read ahead for a partition
 REPLAY_CHUNK = 8 << 20
 TOPIC_CACHE_S = 5.0
 WATCH_INTERVAL_S = 1.0  # how often a coordinator checks that its node still leads its partitions
@@ -77,6 +78,8 @@ class GroupCoordinatorActor:
         self._started: asyncio.Task | None = None
         self._owned: dict[int, int] = {}  # partition -> leader epoch it was replayed in (served here)
         self._taking: dict[int, asyncio.Task] = {}  # partitions being replayed
+        #: closed-folder figures of inactive partitions read for a takeover together (_take_all), used once
+        self._closed_read: dict[int, dict | None] = {}
         self._handles: dict[int, Any] = {}  # partition -> its leader's actor (absent: not started yet)
         self._queues: dict[int, list[tuple[list, asyncio.Future]]] = {}
         self._writers: dict[int, asyncio.Task] = {}
@@ -170,7 +173,17 @@ class GroupCoordinatorActor:
         route = await self._route()
         mine = [p for p in range(len(route["partitions"]))
                 if p not in self._owned and ownership.owns(self.node_id, ownership.leadership(route, p))]
-        await asyncio.gather(*(self._take_over(p) for p in mine))
+        inactive = [p for p in mine if route["partitions"][p][0] is None and p not in self._taking]
+        if len(inactive) > 1:
+            # one read of their folders for all of them: a read each ran a Ray task each at once, and Ray
+            # started a worker process for each (eight per node at every start, ~1 s of CPU apiece here)
+            stats = await (await self._router()).closed_stats.remote([(OFFSETS_TOPIC, p) for p in inactive])
+            self._closed_read.update((p, stats.get((OFFSETS_TOPIC, p))) for p in inactive)
+        try:
+            await asyncio.gather(*(self._take_over(p) for p in mine))
+        finally:  # figures not used now (a takeover already under way) must not serve a later one
+            for p in inactive:
+                self._closed_read.pop(p, None)
 
     async def _take_over(self, part: int) -> None:
         task = self._taking.get(part)
@@ -187,8 +200,10 @@ class GroupCoordinatorActor:
         started = time.perf_counter()
         router = await self._router()
         closed = None  # an inactive partition's offsets, read from its folder without starting it
+        read_before = self._closed_read.pop(part, _UNREAD)
         if route["partitions"][part][0] is None:
-            closed = (await router.closed_stats.remote([(OFFSETS_TOPIC, part)])).get((OFFSETS_TOPIC, part))
+            closed = read_before if read_before is not _UNREAD else (
+                await router.closed_stats.remote([(OFFSETS_TOPIC, part)])).get((OFFSETS_TOPIC, part))
         handle = None
         n = 0
         if closed is None or closed["log_start_offset"] < closed["log_end_offset"]:  # an empty one stays closed
