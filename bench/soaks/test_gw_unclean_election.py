@@ -27,16 +27,11 @@ SCRIPT = textwrap.dedent(
     import glob, json, os, tempfile, time
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     import ray
-    from ray.cluster_utils import Cluster
     import logan_ray
     from logan_ray.gateway import gateway_name, start_gateways, stop_gateways
-    from cluster_child import add_node, remove_node, wait_for
+    from cluster_child import add_node, remove_node, start_cluster, wait_for
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
-    for ip in ("127.0.0.2", "127.0.0.3"):
-        cluster.add_node(num_cpus=1, node_ip_address=ip)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, namespace="logan_ray")
+    cluster = start_cluster(ips=("127.0.0.2", "127.0.0.3"))
     out = {}
     try:
         data_dir = tempfile.mkdtemp()

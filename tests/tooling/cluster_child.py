@@ -57,9 +57,11 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def start_cluster(nodes: int = 3, system_config: dict[str, Any] | None = None) -> Any:
+def start_cluster(nodes: int = 3, system_config: dict[str, Any] | None = None,
+                  ips: tuple[str, ...] = ()) -> Any:
     """A ``ray.cluster_utils.Cluster`` of ``nodes`` one-CPU nodes, this process connected to it in the
-    broker's namespace (the caller shuts both down)."""
+    broker's namespace (the caller shuts both down). ``ips``: the addresses of the nodes after the
+    head, each its own (a node that returns at its address is its machine coming back)."""
     import ray
     from ray.cluster_utils import Cluster
 
@@ -67,8 +69,8 @@ def start_cluster(nodes: int = 3, system_config: dict[str, Any] | None = None) -
     if system_config:
         head_args["_system_config"] = system_config
     cluster = Cluster(initialize_head=True, head_node_args=head_args)
-    for _ in range(nodes - 1):
-        cluster.add_node(num_cpus=1)
+    for i in range(nodes - 1):
+        cluster.add_node(num_cpus=1, **({"node_ip_address": ips[i]} if i < len(ips) else {}))
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, namespace="logan_ray")
     return cluster
