@@ -1,9 +1,11 @@
 """RouterActor: the cluster's topic registry and the map from partitions to actors.
 
 One detached, named actor per logan-ray cluster. Its metadata (topics, partition
-counts, config overrides, placement) is written atomically under the data dir,
-so a restarted broker re-creates every partition actor on the node that holds
-its files, and each partition recovers its own log from disk.
+counts, config overrides, placement) is written atomically under the data dir and
+to the GCS's key-value store (``metadata_store.py``: Redis-backed with Ray's GCS
+fault tolerance, so no single disk holds it), so a restarted broker re-creates every
+partition actor on the node that holds its files, and each partition recovers its
+own log from disk.
 
 A partition lives where its files are, and only there: when its node is gone the
 partition is offline (LEADER_NOT_AVAILABLE, naming the node it waits for) until a
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import signal
@@ -39,7 +40,6 @@ from logan_ray.common.errors import (
     UnknownPartitionError,
     UnknownTopicError,
 )
-from logan_ray.storage.atomic import atomic_write
 from logan_ray.storage.config import TopicConfig
 from logan_ray.storage.dir_lock import DataDirLock
 from logan_ray.storage.errors import InvalidConfigError
@@ -50,6 +50,7 @@ from . import replica_placement
 from .broker_dynamic import DynamicConfigs
 from .broker_lease import (DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS, DEFAULT_BROKER_SESSION_TIMEOUT_MS, BrokerSessions,
                            lease_ms)
+from .metadata_store import GcsKeyValue, MetadataStore, kv_key
 from .names import NAMESPACE, ROUTER_NAME, actor_name, cleaner_name
 from .partition import DEFAULT_IDLE_MS, partition_actor_class
 from .partition_feed import PartitionFeed
@@ -133,6 +134,7 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         self._derived_caps: dict[str, int] = {}
         self.max_active_partitions = max_active_partitions if max_active_partitions and max_active_partitions > 0 else None
         self._path = os.path.join(self.data_dir, METADATA_FILE)
+        self._store = MetadataStore(self._path, kv_key(self.data_dir), GcsKeyValue())
         self._meta = self._load()
         self._init_dynamic({"producer.id.expiration.ms": producer_id_expiration_ms,
                             "producer.id.expiration.check.interval.ms": producer_id_expiration_check_interval_ms})
@@ -180,15 +182,12 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         if reconstructed:
             self._stop_hibernated()  # a crash may have come between an actor's hibernation and its stop
             self._push_configs()  # a crash may have come between saving an alter and telling the partitions
-        log.info("router up: %d topics from %s", len(self._meta["topics"]), self._path)
+        log.info("router up: %d topics from the %s (%s, revision %d)", len(self._meta["topics"]),
+                 self._store.source, self._path, self._store.revision)
 
     # ---------------------------------------------------------------- storage
     def _load(self) -> dict[str, Any]:
-        try:
-            with open(self._path, "rb") as f:
-                meta = json.loads(f.read())
-        except FileNotFoundError:
-            meta = {"version": 1, "topics": {}, "producer_id_next": 0}
+        meta = self._store.load() or {"version": 1, "topics": {}, "producer_id_next": 0}
         meta.setdefault("deleting", [])
         return meta
 
@@ -234,8 +233,12 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
 
     def _save(self) -> None:
         self._meta["producer_id_next"] = self._producer_id_limit
-        # 0600: the metadata holds SCRAM credentials (salted hashes) and ACLs
-        atomic_write(self._path, json.dumps(self._meta, indent=1, sort_keys=True).encode(), mode=0o600)
+        self._store.save(self._meta)
+
+    def _save_beside_loop(self) -> asyncio.Future:
+        """The save as of now, written beside the event loop (``_save_soon``'s group commit)."""
+        self._meta["producer_id_next"] = self._producer_id_limit
+        return asyncio.wrap_future(self._store.submit(self._meta))
 
     def _crash_point(self, step: str) -> None:
         """Test hook: die here by SIGKILL when a test asked for it (``set_crash_point``)."""

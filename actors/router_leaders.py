@@ -339,10 +339,19 @@ class LeaderControl:
         await asyncio.shield(fut)
 
     def _save_pending(self) -> None:
+        """Encode now (the state every waiter changed), write beside the event loop (the fsync and
+        the GCS call), in order with every other save."""
         fut, self._pending_save = self._pending_save, None
         try:
-            self._save()
+            written = self._save_beside_loop()
         except BaseException as e:  # noqa: BLE001 - every waiter gets the error
             fut.set_exception(e)
-        else:
-            fut.set_result(None)
+            return
+
+        def settle(w: asyncio.Future) -> None:
+            if w.exception() is not None:
+                fut.set_exception(w.exception())
+            else:
+                fut.set_result(None)
+
+        written.add_done_callback(settle)

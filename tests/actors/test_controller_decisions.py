@@ -63,6 +63,12 @@ class Controller(LeaderControl):
     def _save(self) -> None:
         self.saves += 1
 
+    def _save_beside_loop(self) -> asyncio.Future:
+        self._save()
+        written = asyncio.get_running_loop().create_future()
+        written.set_result(None)
+        return written
+
     def _effective(self, t: dict[str, Any]) -> TopicConfig:
         return TopicConfig.from_dict(t.get("config", {}))
 
