@@ -215,13 +215,17 @@ def adopt_returned_replicas(rec: dict[str, Any], leader: str, alive: dict[str, s
     - The leader (``leader``, the partition's placement), gone with no in-sync replica alive to
       take over (else an election did): it leads again on its own files, keeping its place in the
       ISR, as a Kafka broker back with the partition's last in-sync log does. The caller moves the
-      placement to the new node.
+      placement to the new node. Not while another in-sync replica is alive, even if no election ran
+      yet (the controller was away with the lost head): the returned machine's disk may have been
+      wiped, and the election from the ISR comes first; it then returns as that leader's follower.
     """
     swaps = []
     ids = {r["node_id"] for r in rec.get("replicas") or ()}
     for r in rec.get("replicas") or ():
         old = r["node_id"]
         if old in alive:
+            continue
+        if old == leader and any(n in alive for n in rec.get("isr") or () if n != old):
             continue
         new = next((n for n, ip in sorted(alive.items()) if ip == r.get("node_ip") and n not in ids), None)
         if new is None:

@@ -155,7 +155,12 @@ def init_ray(address: str | None = None, data_dir: str | None = None, *, embedde
 
 
 def ensure_router(data_dir: str | None = None, **router_kwargs: Any):
-    """The cluster's router actor, created (detached, pinned to this node) if absent."""
+    """The cluster's router actor, created (detached, on this node) if absent.
+
+    The affinity is soft: while this node lives, Ray restarts a crashed router here; once the
+    node is gone (the head lost with GCS fault tolerance on), Ray restarts it on any node, and it
+    resumes from the metadata in the GCS's store (``actors/metadata_store.py``). A hard affinity
+    left the router pending forever on a dead node."""
     from logan_ray.actors.router import ROUTER_NAME, router_actor_class
 
     try:
@@ -173,7 +178,7 @@ def ensure_router(data_dir: str | None = None, **router_kwargs: Any):
     node = ray.get_runtime_context().get_node_id()
     router = router_actor_class().options(
         name=ROUTER_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+        scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True),
     ).remote(data_dir, **router_kwargs)
     get(router.list_topics.remote())  # wait until it is up (and has re-created partitions)
     from logan_ray.actors.group_coordinator import ensure_group_coordinator

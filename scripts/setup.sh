@@ -82,7 +82,8 @@ for deb in "${debs[@]}"; do
       command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
       command -v rsync >/dev/null 2>&1 || need+=(rsync)
       command -v ip >/dev/null 2>&1 || need+=(iproute2)
-      command -v nsenter >/dev/null 2>&1 || need+=(util-linux) ;;
+      command -v nsenter >/dev/null 2>&1 || need+=(util-linux)
+      command -v redis-server >/dev/null 2>&1 || need+=(redis-server) ;;  # the bed's GCS fault tolerance
     prometheus)  # tests/actors/test_prometheus_dashboard.py runs it; tests/test_grafana_dashboard.py uses its promtool
       command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || need+=(prometheus) ;;
   esac
@@ -91,6 +92,12 @@ if [ ${#need[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
     $(printf '%s\n' "${need[@]}" | sort -u) >/dev/null
+fi
+
+# Debian's package starts a Redis service on 127.0.0.1:6379 at install: the test bed runs its own, on a host.
+if [[ " ${need[*]} " == *" redis-server "* ]]; then
+  $SUDO service redis-server stop >/dev/null 2>&1 || true
+  $SUDO update-rc.d redis-server disable >/dev/null 2>&1 || true
 fi
 
 if [[ " ${extras[*]} " == *" test "* ]] && [ -f tests/clients/node/package.json ] \

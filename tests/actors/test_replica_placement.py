@@ -134,6 +134,21 @@ def test_a_gone_leader_back_at_its_address_leads_again_on_its_files_and_keeps_it
     assert rec["isr"] == ["back"] and rec["follower_dirs"]["back2"] == rp.follower_dir("/data", "gone", "t", 0)
 
 
+def test_a_gone_leader_back_at_its_address_waits_for_the_election_while_an_in_sync_replica_lives():
+    """Issue 33: the head (leader) lost with its disk while the controller was away too, so no election
+    ran; the machine returned at its address, empty. It used to lead again on its empty folder, and the
+    in-sync followers were cut back to it: 1,876 acknowledged records gone in the ray up test."""
+    rec = {"replicas": [{"node_id": "gone-lead", "node_ip": "10.0.0.1"}, {"node_id": "f", "node_ip": "10.0.0.2"}],
+           "isr": ["gone-lead", "f"], "assignment": ["gone-lead", "f"], "directory": "/data/t-0", "epoch": 7}
+    alive = {"back": "10.0.0.1", "f": "10.0.0.2"}
+    assert rp.adopt_returned_replicas(rec, "gone-lead", alive, "/data", "t", 0) == []
+    assert rec["isr"] == ["gone-lead", "f"] and rec["replicas"][0]["node_id"] == "gone-lead"
+    # elected from the ISR (the router's election): the returned machine then takes the old replica as a follower
+    rec["isr"] = ["f"]
+    assert rp.adopt_returned_replicas(rec, "f", alive, "/data", "t", 0) == [("gone-lead", "back")]
+    assert rec["isr"] == ["f"] and "back" in rec["follower_dirs"]
+
+
 def test_a_one_replica_partition_is_replicated_once_a_reassignment_records_its_replica_set():
     from logan_ray.actors import reassignment
 

@@ -1,4 +1,5 @@
-"""`ray up cluster.yaml` end to end on three namespace hosts, a network cut, then the loss and return of one host.
+"""`ray up cluster.yaml` end to end on three namespace hosts (Redis for Ray's GCS on a fourth), a network cut,
+the loss and return of one host, then the loss of the head with its disk (issue 33).
 
 The test fills a copy of the top-level cluster.yaml with the bed's hosts and key and runs
 the Ray cluster launcher for real: ssh, file_mounts (this clone and the Ray token) over
@@ -16,6 +17,9 @@ Ray Serve start-up), a small object store, and faster failure detection (Ray's h
 checks, the raylets' wait for a gone head) so the test fits its time budget.
 The network cut of a replicated partition's leader host (issue 17's fault tests) runs on this
 same cluster, between the consumer group and the host loss: tests/multihost/network_cut.py.
+The head's loss comes last: the head host is SIGKILLed, its data dir and /tmp wiped, and after its
+boot its start commands run again (``lose_the_head``); every acknowledged record of the network cut's
+RF 3 topic must be read back and no folder of the other hosts removed.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,15 +57,17 @@ PORT = 9092
 # loaded bed (load average in the hundreds during a full suite run) was once declared dead while it
 # served: its raylet and gateway went and nothing started them again (a full run in stop 30).
 FAST = ("export RAY_health_check_initial_delay_ms=1000 RAY_health_check_period_ms=1000 "
-        "RAY_health_check_failure_threshold=10 RAY_gcs_rpc_server_reconnect_timeout_s=5 "
-        "AUTOSCALER_HEARTBEAT_TIMEOUT_S=3600; ")
+        "RAY_health_check_failure_threshold=10 AUTOSCALER_HEARTBEAT_TIMEOUT_S=3600; ")
+REDIS_PASSWORD = uuid.uuid4().hex  # the bed's Redis (GCS fault tolerance), on a host of its own
 
 
 def launcher_copy(bed: TestBed, path: str) -> dict:
-    """cluster.yaml with the bed's hosts, key and data dir (see the module docstring for the rest)."""
+    """cluster.yaml with the bed's hosts, key and data dir (see the module docstring for the rest): Ray on
+    every host but the last, which runs Redis (``start_redis``)."""
     with open(os.path.join(REPO, "cluster.yaml")) as f:
         cfg = yaml.safe_load(f)
-    head, *workers = bed.hosts
+    head, *workers = bed.hosts[:-1]
+    redis = bed.hosts[-1]
     cfg["cluster_name"] = f"lrtb-{uuid.uuid4().hex[:8]}"
     cfg["provider"].update(head_ip=head.ip, worker_ips=[w.ip for w in workers])
     cfg["auth"]["ssh_private_key"] = bed.key
@@ -73,6 +80,8 @@ def launcher_copy(bed: TestBed, path: str) -> dict:
         cmd = re.sub(r"( --config (listeners|ssl\.[\w.]+|authorizer\.class\.name|super\.users)=\S+)+",
                      " --host node-ip --port 9092", cmd)
         cmd = re.sub(r"(?<![\w-])ray start", "ray start --object-store-memory=150000000", cmd)
+        cmd = cmd.replace("192.168.0.13:", f"{redis.ip}:").replace("$(cat ~/logan-ray-secrets/redis.password)",
+                                                                    REDIS_PASSWORD)
         return FAST + cmd
 
     for key in ("head_start_ray_commands", "worker_start_ray_commands"):
@@ -134,7 +143,8 @@ def leaders(bed: TestBed, bootstrap: str) -> dict[int, str | None]:
     return out
 
 
-def produce(bootstrap: str, records: list[tuple[bytes, bytes, int | None]]) -> dict[tuple[int, int], tuple]:
+def produce(bootstrap: str, records: list[tuple[bytes, bytes, int | None]], topic: str = TOPIC
+            ) -> dict[tuple[int, int], tuple]:
     """Produce (key, value, partition or None) with acks=all; {(partition, offset): (key, value)} acknowledged."""
     acked, errors = {}, []
 
@@ -149,9 +159,9 @@ def produce(bootstrap: str, records: list[tuple[bytes, bytes, int | None]]) -> d
         while True:
             try:
                 if partition is None:
-                    p.produce(TOPIC, value, key, on_delivery=report)
+                    p.produce(topic, value, key, on_delivery=report)
                 else:
-                    p.produce(TOPIC, value, key, partition=partition, on_delivery=report)
+                    p.produce(topic, value, key, partition=partition, on_delivery=report)
                 break
             except BufferError:
                 p.poll(0.1)
@@ -205,11 +215,11 @@ def bed_logs(bed: TestBed, lines: int = 15) -> str:
     return "\n".join(out)
 
 
-def read_all(bootstrap: str, ends: dict[int, int]) -> dict[tuple[int, int], tuple]:
+def read_all(bootstrap: str, ends: dict[int, int], topic: str = TOPIC) -> dict[tuple[int, int], tuple]:
     """Every record of every partition up to ``ends``, read from offset 0."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex[:6]}",
                   "enable.auto.commit": False})
-    c.assign([TopicPartition(TOPIC, p, 0) for p in ends])
+    c.assign([TopicPartition(topic, p, 0) for p in ends])
     got, deadline = {}, time.monotonic() + 120
     while sum(1 for k in got) < sum(ends.values()) and time.monotonic() < deadline:
         for m in c.consume(10000, timeout=1):
@@ -245,6 +255,69 @@ def group_offsets(bootstrap: str, group: str) -> dict[int, int]:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     fut = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group]
     return {tp.partition: tp.offset for tp in fut.result(10).topic_partitions if tp.topic == TOPIC}
+
+
+def start_redis(bed: TestBed, h) -> None:
+    """Debian's redis-server on a host of its own, as docs/deploy.md sets it up: a password, and every
+    write on its disk before it is answered (``appendfsync always``)."""
+    out = bed.run(h, f"redis-server --bind {h.ip} --port 6379 --requirepass {REDIS_PASSWORD} --appendonly yes "
+                     f"--appendfsync always --dir {bed.data_path} --daemonize yes", timeout=30)
+    assert out.returncode == 0, out.stderr
+    wait_for("Redis to listen", lambda: (h.ip, 6379) in bed.listeners(h), 15, 0.2)
+
+
+def lose_the_head(bed: TestBed, cfg: dict, head, rf3: str, tmp_path) -> dict:
+    """Issue 33: SIGKILL every process of the head host, wipe its disk (data dir and /tmp), boot it again and
+    start the head as docs/deploy.md says. Ray's GCS comes back from Redis, the workers waited for it, the
+    router restarts from the metadata in the GCS's store. What was seen, for the test to check."""
+    h2, h3 = [h for h in bed.hosts[:-1] if h is not head]
+    bootstrap = f"{h2.ip}:{PORT}"
+    out: dict = {}
+    out["acked"] = produce(bootstrap, [(b"h%d" % i, b"before-head-%d" % i, None) for i in range(3000)], topic=rf3)
+    out["folders"] = {h.name: sorted(os.listdir(h.data_dir)) for h in (h2, h3)}
+    bed.kill_host(head)
+    t_kill = time.monotonic()
+    for sub in (head.data_dir, os.path.join(head.dir, "tmp")):  # its disk is lost
+        shutil.rmtree(sub)
+        os.makedirs(sub)
+    os.chmod(os.path.join(head.dir, "tmp"), 0o1777)
+    time.sleep(5)  # the machine reboots; the workers wait for their GCS meanwhile
+    bed.start_host(head)
+    t_boot = time.monotonic()
+    for cmd in cfg["head_start_ray_commands"]:
+        # docs/deploy.md: the same start, without the launcher's autoscaler (its state went with the disk:
+        # it would start the living workers again)
+        done = bed.ssh(head, cmd.replace(" --autoscaling-config=~/ray_bootstrap_config.yaml", ""), timeout=240)
+        assert done.returncode == 0, f"{cmd}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}\n{bed_logs(bed)}"
+    out["head_start_s"] = time.monotonic() - t_boot
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a dropped client fails its futures
+
+    def admin_works() -> bool:
+        name = f"after-head-{uuid.uuid4().hex[:6]}"
+        admin.create_topics([NewTopic(name, 1)])[name].result(10)
+        return True
+
+    try:
+        wait_for("CreateTopics after the head's return", admin_works, 120, 1)
+    except AssertionError as e:
+        status = bed.run(head, "RAY_AUTH_MODE=token ray status; RAY_AUTH_MODE=token logan-ray status", timeout=60,
+                         check=False)
+        raise AssertionError(f"{e}\n{status.stdout[-3000:]}\n{status.stderr[-2000:]}\n{bed_logs(bed)}") from None
+    out["admin_s"] = time.monotonic() - t_boot
+    out["outage_s"] = t_boot - t_kill
+    md = wait_for(f"every partition of {rf3} led", lambda: (m := metadata(bootstrap)) and rf3 in m.topics and all(
+        pm.error is None and pm.leader >= 0 for pm in m.topics[rf3].partitions.values()) and m, 120)
+    out["partitions"] = len(md.topics[rf3].partitions)
+    out["brokers"] = sorted(f"{b.host}:{b.port}" for b in md.brokers.values())
+    out["leaders"] = {p: md.brokers[pm.leader].host for p, pm in md.topics[rf3].partitions.items()}
+    out["after"] = produce(bootstrap, [(b"a%d" % i, b"after-head-%d" % i, None) for i in range(300)], topic=rf3)
+    ends: dict[int, int] = {}
+    for p, off in list(out["acked"]) + list(out["after"]):
+        ends[p] = max(ends.get(p, 0), off + 1)
+    out["read"] = read_all(bootstrap, ends, topic=rf3)
+    out["folders_after"] = {h.name: sorted(os.listdir(h.data_dir)) for h in (h2, h3)}
+    return out
 
 
 def command_lines(h) -> list[str]:
@@ -311,8 +384,10 @@ def check_network_cut(r: dict) -> None:
 
 def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, tmp_path):
     subprocess.run(["ray", "get-auth-token", "--generate"], capture_output=True, check=True)  # the token to share
-    bed = make_bed(3)
-    h1, h2, h3 = bed.hosts
+    bed = make_bed(4)
+    h1, h2, h3, h4 = bed.hosts
+    hosts = [h1, h2, h3]  # Ray's; h4 runs Redis for the GCS
+    start_redis(bed, h4)
     config = str(tmp_path / "cluster.yaml")
     cfg = launcher_copy(bed, config)
     # what the launcher leaves on this machine: the local provider's state, its config cache
@@ -327,9 +402,9 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
         launcher("up", "-y", "--no-config-cache", config)
         # every host's gateway is a broker in Metadata, at its own address
         brokers = wait_for("three gateways", lambda: (b := metadata(bootstrap).brokers) and len(b) == 3 and b, 180)
-        assert sorted((b.host, b.port) for b in brokers.values()) == [(h.ip, PORT) for h in bed.hosts]
+        assert sorted((b.host, b.port) for b in brokers.values()) == [(h.ip, PORT) for h in hosts]
         up_s = time.monotonic() - t0
-        for h in bed.hosts:  # Ray and the gateway bind the host's address, never another
+        for h in hosts:  # Ray and the gateway bind the host's address, never another
             addrs = {a for a, _ in bed.listeners(h)}
             assert addrs <= {h.ip, "127.0.0.1", "*", "0.0.0.0", f"::ffff:{h.ip}", "::ffff:127.0.0.1"}, addrs
             assert (h.ip, PORT) in bed.listeners(h)
@@ -360,7 +435,7 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
         assert all(ends.values())
         assert all(acked[(p, o)] for p in ends for o in range(ends[p]))  # offsets 0..end-1, none skipped
         for p, owner in lead.items():  # each partition's files are on its leader's disk only
-            for h in bed.hosts:
+            for h in hosts:
                 assert os.path.isdir(os.path.join(h.data_dir, f"{TOPIC}-{p}")) == (h.name == owner), (p, h.name)
 
         # a consumer group with one member on each host reads everything back
@@ -369,7 +444,7 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
         stop = tmp_path / "stop"
         members = [subprocess.Popen(["ip", "netns", "exec", h.netns, sys.executable, str(script), bootstrap,
                                      "group-of-3", TOPIC, str(tmp_path / f"{h.name}.json"), str(stop)])
-                   for h in bed.hosts]
+                   for h in hosts]
         try:
             wait_for("the group to commit every offset", lambda: group_offsets(bootstrap, "group-of-3") == ends, 150, 2)
         finally:
@@ -377,7 +452,7 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
             for m in members:
                 m.wait(60)
         consumed = {}
-        for h in bed.hosts:
+        for h in hosts:
             with open(tmp_path / f"{h.name}.json") as f:
                 result = json.load(f)
             assert result["records"], f"member on {h.name} got nothing"
@@ -430,6 +505,18 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
             ends[p] += 10
         assert read_all(bootstrap, ends) == acked  # nothing lost, on any host
 
+        # ---- the head host lost with its disk, booted again (issue 33): nothing acknowledged is lost
+        from network_cut import TOPIC as RF3
+
+        head = lose_the_head(bed, cfg, h1, RF3, tmp_path)
+        summary = {k: v for k, v in head.items() if k not in ("acked", "after", "read")}
+        assert len(head["acked"]) == 3000 and len(head["after"]) == 300, summary
+        lost_records = [k for k, v in {**head["acked"], **head["after"]}.items() if head["read"].get(k) != v]
+        assert lost_records == [], (len(lost_records), sorted(lost_records)[:3], sorted(lost_records)[-3:],
+                                    sorted(k for k in head["read"] if k[0] == sorted(lost_records)[0][0])[-3:], summary)
+        for name, before in head["folders"].items():  # no partition folder removed on the hosts that lived
+            assert set(before) <= set(head["folders_after"][name]), (name, summary)
+
         # docs/deploy.md's way down: a clean broker stop, `ray down` (the head), `ray stop` on each
         # worker (with the local provider `ray down` runs `ray stop` on the head only)
         launcher("exec", config, "logan-ray stop")
@@ -437,6 +524,7 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
         for w in (h2, h3):
             out = bed.ssh(w, "ray stop")
             assert out.returncode == 0, out.stderr
+        bed.run(h4, f"redis-cli -h {h4.ip} -a {REDIS_PASSWORD} --no-auth-warning shutdown nosave", check=False)
         left = {}
 
         def nothing_left() -> bool:
@@ -451,7 +539,10 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
               f"{cut['partition']}) for {cut['cut_s']:.1f} s: new leader after {cut['elected'][0]:.1f} s, "
               f"first acks=all produce after {cut['unavailable_s']:.1f} s, back in the ISR "
               f"{cut['rejoined_s'] - cut['back_at_s']:.1f} s after the link returned, scenario {cut['total_s']:.0f} s; "
-              f"host loss seen after {detect_s:.0f} s; back after {return_s:.0f} s", file=sys.stderr)
+              f"host loss seen after {detect_s:.0f} s; back after {return_s:.0f} s; head lost with its disk for "
+              f"{head['outage_s']:.0f} s: head started {head['head_start_s']:.0f} s after its boot, CreateTopics "
+              f"answered {head['admin_s']:.0f} s after its boot, {len(head['acked'])} + {len(head['after'])} records of "
+              f"{RF3} all read back", file=sys.stderr)
     finally:
         state_files += set(glob.glob(os.path.join(tempfile.gettempdir(), "ray-config-*"))) - caches_before
         for path in state_files:
