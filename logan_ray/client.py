@@ -154,13 +154,20 @@ def init_ray(address: str | None = None, data_dir: str | None = None, *, embedde
     return True
 
 
+#: Ray's resource of the head node (Ray Serve pins its controller with it): the router follows the head
+HEAD_RESOURCE = "node:__internal_head__"
+
+
 def ensure_router(data_dir: str | None = None, **router_kwargs: Any):
     """The cluster's router actor, created (detached, on this node) if absent.
 
-    The affinity is soft: while this node lives, Ray restarts a crashed router here; once the
-    node is gone (the head lost with GCS fault tolerance on), Ray restarts it on any node, and it
-    resumes from the metadata in the GCS's store (``actors/metadata_store.py``). A hard affinity
-    left the router pending forever on a dead node."""
+    On the head node (the usual case: ``logan-ray start`` runs there) the router asks for a sliver
+    of Ray's ``node:__internal_head__`` resource, as Ray Serve's controller does: it runs on the
+    head, Ray restarts a crashed router there, and once the head is lost (GCS fault tolerance on)
+    the restarted router runs on the new head, where it resumes from the metadata in the GCS's
+    store (``actors/metadata_store.py``). A hard node affinity left the router pending forever on
+    the dead node; a soft one placed it on another node half the time (measured: 4 of 8 actors),
+    where it died with that node. Elsewhere than on the head, the affinity to this node is hard."""
     from logan_ray.actors.router import ROUTER_NAME, router_actor_class
 
     try:
@@ -176,9 +183,11 @@ def ensure_router(data_dir: str | None = None, **router_kwargs: Any):
     # turns "another broker has it" into a clear DataDirLockedError instead of a dead actor.
     DataDirLock(data_dir).acquire(wait_s=LOCK_WAIT_S).release()
     node = ray.get_runtime_context().get_node_id()
+    on_head = any(n["NodeID"] == node and HEAD_RESOURCE in n.get("Resources", {}) for n in ray.nodes())
+    placement: dict[str, Any] = {"resources": {HEAD_RESOURCE: 0.001}} if on_head else {
+        "scheduling_strategy": NodeAffinitySchedulingStrategy(node, soft=False)}
     router = router_actor_class().options(
-        name=ROUTER_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True,
-        scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=True),
+        name=ROUTER_NAME, namespace=NAMESPACE, lifetime="detached", get_if_exists=True, **placement,
     ).remote(data_dir, **router_kwargs)
     get(router.list_topics.remote())  # wait until it is up (and has re-created partitions)
     from logan_ray.actors.group_coordinator import ensure_group_coordinator
