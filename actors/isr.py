@@ -23,6 +23,12 @@ controller (the router) *before* it takes effect, so this class only proposes:
 * Shrink: a follower in the ISR not caught up for ``replica.lag.time.max.ms``
   leaves it. Expand: a follower outside whose LEO reached the high watermark
   (and the current epoch's start offset) joins it.
+* The maximal ISR (Kafka's ``PendingExpandIsr``, KIP-497): a follower whose joining
+  was asked and not answered (in flight, or the answer lost) may be in the
+  controller's ISR, so the controller may elect it: the high watermark waits for it
+  too (``pending``) until an answer says what the controller holds. With that, an
+  ``acks=all`` write the high watermark passed is on every replica the controller
+  could elect, whatever this leader's lease says (``actors/partition.py``).
 """
 from __future__ import annotations
 
@@ -42,6 +48,8 @@ class FollowerStates:
         self.lag_max_ms = lag_max_ms
         self.epoch_start_offset = epoch_start_offset
         self.high_watermark = high_watermark
+        #: followers asked into the ISR with no answer yet: counted by the high watermark (the maximal ISR)
+        self.pending: set[str] = set()
         followers = [n for n in self.replicas if n != leader]
         self.leo = {n: high_watermark if n in self.isr else -1 for n in followers}
         self.caught_up_ms = {n: now_ms for n in followers}
@@ -51,6 +59,15 @@ class FollowerStates:
     @property
     def followers(self) -> list[str]:
         return list(self.leo)
+
+    @property
+    def maximal_isr(self) -> list[str]:
+        """The ISR and the followers that may have joined it without this leader knowing yet."""
+        return [*self.isr, *sorted(self.pending - set(self.isr))]
+
+    def asking(self, isr: Iterable[str]) -> None:
+        """An ISR change goes to the controller: who it adds counts for the high watermark from now on."""
+        self.pending |= {n for n in isr if n in self.leo and n not in self.isr}
 
     def fetched(self, node: str, fetch_offset: int, leader_leo: int, now_ms: int) -> bool:
         """A follower fetched at ``fetch_offset``; True when the high watermark moved."""
@@ -71,7 +88,7 @@ class FollowerStates:
     def advance(self, leader_leo: int) -> bool:
         """Recompute the high watermark from the ISR's LEOs; it only moves forward."""
         hw = leader_leo
-        for n in self.isr:
+        for n in self.maximal_isr:
             if n != self.leader:
                 hw = min(hw, self.leo.get(n, -1))
         if hw > self.high_watermark:
@@ -87,9 +104,11 @@ class FollowerStates:
 
     def to_shrink(self, now_ms: int) -> list[str] | None:
         """The ISR without followers lagging over ``replica.lag.time.max.ms``; None when nobody lags."""
-        lagging = [n for n in self.isr if n != self.leader and now_ms - self.caught_up_ms.get(n, now_ms) > self.lag_max_ms]
+        lagging = [n for n in self.maximal_isr
+                   if n != self.leader and now_ms - self.caught_up_ms.get(n, now_ms) > self.lag_max_ms]
         if not lagging:
             return None
+        # a lagging pending follower alone asks for the ISR as it is: the answer says whether it joined
         return [n for n in self.isr if n not in lagging]
 
     def to_expand(self, node: str) -> list[str] | None:
@@ -109,9 +128,13 @@ class FollowerStates:
         self.leo = {n: self.leo.get(n, -1) for n in followers}
         self.caught_up_ms = {n: self.caught_up_ms.get(n, now_ms) for n in followers}
         self.last_fetch = {n: self.last_fetch.get(n) for n in followers}
+        self.pending &= set(followers)
         self.set_isr([n for n in isr if n == self.leader or n in self.leo], leader_leo)
 
-    def set_isr(self, isr: Iterable[str], leader_leo: int) -> None:
-        """Adopt an ISR the controller has persisted."""
+    def set_isr(self, isr: Iterable[str], leader_leo: int, answered: bool = False) -> None:
+        """Adopt an ISR the controller has persisted. ``answered``: it is the answer to this leader's own
+        change (the controller's state after it), so nothing is pending any more; a change the controller
+        made on its own (a dead follower left) may predate a pending one, which stays pending."""
         self.isr = list(isr)
+        self.pending = set() if answered else self.pending - set(self.isr)
         self.advance(leader_leo)

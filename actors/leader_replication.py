@@ -64,6 +64,18 @@ class LeaderReplication:
     def isr_size(self) -> int:
         return len(self.states.isr)
 
+    @property
+    def confirmed_by_others(self) -> bool:
+        """Does the high watermark wait for another replica (the maximal ISR is more than this leader)?
+
+        Then an ``acks=all`` write it passed is on every replica the controller could elect cleanly
+        (an election picks from the ISR, and each ISR change goes through the controller, which refuses
+        a leader of an older epoch), so it may be acknowledged without this node's broker lease: a
+        leader the controller replaced cannot pass its high watermark over records the new leader lacks,
+        as the new leader stopped fetching from it. Kafka's own rule; what lets ``acks=all`` writes go on
+        while the controller is away (a router restart, the head's loss)."""
+        return any(n != self.states.leader for n in self.states.maximal_isr)
+
     def start(self) -> None:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._expire_loop())
@@ -143,13 +155,14 @@ class LeaderReplication:
         if self._altering:
             return
         self._altering = True
+        self.states.asking(isr)  # the high watermark waits for who it adds until the answer says
         try:
             answer = await self._router.alter_isr.remote(self._topic, self._partition, self._epoch, isr,
                                                          self._isr_version)
             before = self.states.isr
             if answer["isr_version"] >= self._isr_version:  # a refused change still brings the stored state
                 self._isr_version = answer["isr_version"]
-                self.states.set_isr(answer["isr"], self._log_end())
+                self.states.set_isr(answer["isr"], self._log_end(), answered=True)
             if answer["accepted"]:
                 log.info("%s: ISR %s -> %s", self.name, before, answer["isr"])
             else:
@@ -157,6 +170,7 @@ class LeaderReplication:
                          answer.get("reason"), answer["isr"])
             self._wake()
         except Exception as e:  # the controller refused (a newer leader exists) or is away: keep the old ISR
+            # (and whoever it would have added stays pending: the change may have been made)
             log.warning("%s: ISR change to %s not made: %s", self.name, isr, e)
         finally:
             self._altering = False

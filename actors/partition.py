@@ -219,10 +219,13 @@ class PartitionActor:
         broker itself writes (Kafka's internalTopicsAllowed); clients cannot
         append to an internal topic.
         """
+        return await self._append(data, internal, durable=False)
+
+    async def _append(self, data: bytes, internal: bool, durable: bool) -> tuple[int, int, int]:
         if self._internal and not internal:
             refuse_internal(self.topic, "append to")
         self._refuse_if_resigned()
-        self._refuse_if_fenced()
+        self._refuse_if_fenced(durable)
         self._start_maintenance()
         started = time.perf_counter()
         located = list(iter_headers(data))
@@ -245,13 +248,21 @@ class PartitionActor:
             self._publish_board()  # a log that went offline is answered by the actor, with its error
             raise
         self._after_append(sum(h.record_count for h in headers), len(data), started)
-        self._refuse_if_fenced()  # the lease ran out during the append (this process was stopped): not acknowledged
+        # the lease ran out during the append (this process was stopped): not acknowledged
+        self._refuse_if_fenced(durable)
         return result
 
-    def _refuse_if_fenced(self) -> None:
+    def _refuse_if_fenced(self, durable: bool = False) -> None:
         """A replicated partition acknowledges nothing once its node's broker lease ran out: the controller
-        may have elected another leader by then (``lease_board.py``), whichever way the write came."""
-        if self._replication is not None and self._node_lease.lapsed():
+        may have elected another leader by then (``lease_board.py``), whichever way the write came.
+
+        Except ``acks=all`` while another replica is in the (maximal) ISR: such a write is acknowledged only
+        once the high watermark passed it, so it is on every replica an election could pick, and a leader
+        the controller replaced stalls instead (``LeaderReplication.confirmed_by_others``). So a router that
+        is away (restarting, or lost with the head) stops no ``acks=all`` write to a healthy partition, as in
+        Kafka; ``acks=0`` and ``acks=1``, which no other replica confirms, still stop with the lease."""
+        if self._replication is not None and self._node_lease.lapsed() and not (
+                durable and self._replication.confirmed_by_others):
             raise NotLeaderOrFollowerError(f"partition {self.topic}-{self.partition}: this node's broker lease "
                                            "with the controller ran out (fenced)")
 
@@ -269,12 +280,12 @@ class PartitionActor:
             raise NotEnoughReplicasError(
                 f"partition {self.topic}-{self.partition}: {self._isr_size} in-sync replicas, "
                 f"min.insync.replicas={self._log.config.min_insync_replicas}")
-        result = await self.append(data, internal)
+        result = await self._append(data, internal, durable=True)
         end = self._log.log_end_offset
         await self._group_commit.wait(end)
         if self._replication is not None:
             await self._replication.wait_replicated(end, self._log.config.min_insync_replicas)
-            self._refuse_if_fenced()
+            self._refuse_if_fenced(durable=True)
         return result
 
     @in_use

@@ -136,7 +136,10 @@ async def _append_group(gw: GatewayContext, name: str, index: int, group: list[_
                 for _ in group]
     if not part.local:
         return [_not_leader(index, name, part) for _ in group]
-    lease = gw.cluster.lease if len(part.replicas) > 1 else None  # only a replicated partition can move
+    durable = all(item.durable for item in group)
+    # only a replicated partition can move. acks=all: the partition actor decides, as it alone knows whether
+    # another replica confirms the write (then no lease is needed: PartitionActor._refuse_if_fenced)
+    lease = gw.cluster.lease if len(part.replicas) > 1 and not durable else None
     session = lease.broker_epoch if lease is not None else None
     if lease is not None and not lease.valid(session):
         return [_fenced(index, name) for _ in group]
