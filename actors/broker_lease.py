@@ -39,6 +39,12 @@ import time
 #: gateway is one process on a local network, so both are shorter here (failover <= 5 s).
 DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS = 500
 DEFAULT_BROKER_SESSION_TIMEOUT_MS = 3000
+#: how long after its first call a router Ray restarted fences nobody: at its start the machine is busiest
+#: (a process start, every gateway's queued calls at once), and a gateway whose heartbeats were late then
+#: was fenced, dropped its routes and had its leaderships moved (write gaps of 30-40 s after router
+#: restarts on two loaded cores). Delaying a fence never breaks the lease rule; the price is that a node
+#: dying while the router restarts is fenced up to this much later.
+CONTROLLER_RESTART_GRACE_MS = 10_000
 
 
 def lease_ms(session_timeout_ms: int, heartbeat_interval_ms: int) -> int:
@@ -104,8 +110,11 @@ class BrokerSessions:
     """The controller's side: which nodes' brokers are fenced (no heartbeat for the session timeout)."""
 
     def __init__(self, session_timeout_ms: int = DEFAULT_BROKER_SESSION_TIMEOUT_MS,
-                 heartbeat_interval_ms: int = DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS) -> None:
+                 heartbeat_interval_ms: int = DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS, restarted: bool = False) -> None:
         self.session_timeout_s = session_timeout_ms / 1000.0
+        #: a restarted controller fences nobody this long after its first call (``CONTROLLER_RESTART_GRACE_MS``)
+        self.grace_s = max(session_timeout_ms, CONTROLLER_RESTART_GRACE_MS) / 1000.0 if restarted else 0.0
+        self._served_at: float | None = None
         #: no heartbeat from anybody for longer than this is a silence of the controller's, not of a broker
         self.silence_s = 2 * heartbeat_interval_ms / 1000.0
         self._last_any: float | None = None  # when the last heartbeat from any node arrived
@@ -119,8 +128,28 @@ class BrokerSessions:
         #: nodes Ray declared dead -> when (monotonic) their last lease has surely run out
         self._dead: dict[str, float] = {}
         self._dead_reported: set[str] = set()
+        #: registrations a predecessor persisted and nobody has heartbeated under yet (node -> epoch)
+        self._restored: dict[str, int] = {}
         # above any epoch a previous router handed out (a restarted router must not repeat one)
         self._next_epoch = time.time_ns() // 1000
+
+    def restore(self, registered: dict[str, int]) -> None:
+        """Registrations the previous controller persisted (``registrations``), as KRaft's broker
+        registrations live in the metadata log: a broker that heartbeats under its persisted epoch
+        keeps it, so a controller's restart fences nobody (before, every gateway was answered a new
+        epoch, dropped every route it knew and waited for the restarted router to answer them again,
+        a write gap of 8 s and more after each router restart on a loaded machine). A fenced
+        registration is never persisted as such (``registrations`` leaves it out), so a node fenced
+        by a predecessor registers again, under a new epoch, as before."""
+        self._restored = {n: int(e) for n, e in registered.items() if n not in self._epoch}
+
+    def registrations(self) -> dict[str, int]:
+        """Registrations to persist (node -> broker epoch): every unfenced one, those restored and not
+        heard from yet included. The router persists them before it acts on a fence (an election), so a
+        successor never continues a registration its predecessor fenced."""
+        out = dict(self._restored)
+        out.update((n, e) for n, e in self._epoch.items() if n not in self._fenced)
+        return out
 
     def serving(self, now: float | None = None) -> None:
         """This controller serves its first call (once; later calls change nothing).
@@ -131,7 +160,8 @@ class BrokerSessions:
         this incarnation never heard from is replaceable no sooner than one session after ``now``.
         """
         if self._inherited_leases_end == float("inf"):
-            self._inherited_leases_end = (time.monotonic() if now is None else now) + self.session_timeout_s
+            self._served_at = time.monotonic() if now is None else now
+            self._inherited_leases_end = self._served_at + self.session_timeout_s
 
     def heartbeat(self, node: str, broker_epoch: int, now: float | None = None) -> int:
         """A heartbeat from ``node``'s broker, which knows ``broker_epoch``; returns its broker epoch now.
@@ -143,6 +173,9 @@ class BrokerSessions:
         if node in self._dead:
             raise NodeDeclaredDeadError(f"node {node[:8]} was declared dead by Ray: it leads nothing and gets no "
                                         "lease under this node id (its machine rejoins as a new Ray node)")
+        restored = self._restored.pop(node, None)
+        if node not in self._epoch and restored is not None and restored == broker_epoch:
+            self._epoch[node] = broker_epoch  # a predecessor's registration, never fenced: it goes on
         if node not in self._epoch or node in self._fenced:
             self._fenced.discard(node)
             self._epoch[node] = self._next_epoch
@@ -167,8 +200,9 @@ class BrokerSessions:
         whose last lease ran out since the last call (their partitions may be replaced now)."""
         now = time.monotonic() if now is None else now
         silent = self._silent_for(now)
-        out = [n for n, at in self._last.items()
-               if n not in self._fenced and now - at - silent >= self.session_timeout_s]
+        in_grace = self.grace_s > 0 and (self._served_at is None or now < self._served_at + self.grace_s)
+        out = [] if in_grace else [n for n, at in self._last.items()
+                                   if n not in self._fenced and now - at - silent >= self.session_timeout_s]
         self._fenced.update(out)
         ran_out = [n for n, at in self._dead.items() if n not in self._dead_reported and now >= at]
         self._dead_reported.update(ran_out)
@@ -190,6 +224,7 @@ class BrokerSessions:
             self._dead[node] = max(now, last + self.session_timeout_s)
         self._last.pop(node, None)
         self._epoch.pop(node, None)
+        self._restored.pop(node, None)
         self._fenced.discard(node)
 
     def replaceable(self, node: str, now: float | None = None) -> bool:
@@ -206,8 +241,8 @@ class BrokerSessions:
         return node in self._fenced
 
     def nodes(self) -> list[str]:
-        """Every node with a session (fenced or not)."""
-        return list(self._epoch)
+        """Every node with a session (fenced or not), or a predecessor's registration not heard from yet."""
+        return [*self._epoch, *(n for n in self._restored if n not in self._epoch)]
 
     def stalled(self, seconds: float) -> None:
         """The controller itself did not run for ``seconds``: push every open session's start on by
@@ -221,6 +256,7 @@ class BrokerSessions:
         """A node Ray declared dead: it will never heartbeat under this id again."""
         self._last.pop(node, None)
         self._epoch.pop(node, None)
+        self._restored.pop(node, None)
         self._fenced.discard(node)
 
     def next_lapse_in(self, now: float | None = None) -> float | None:
@@ -233,5 +269,7 @@ class BrokerSessions:
         # watch's own poll (at most a session later) looks again
         due = [] if self._silent_for(now) > 0 else \
             [at + self.session_timeout_s for n, at in self._last.items() if n not in self._fenced]
+        if self.grace_s > 0 and self._served_at is not None:  # a restarted controller fences nobody before
+            due = [max(d, self._served_at + self.grace_s) for d in due]
         due += [at for n, at in self._dead.items() if n not in self._dead_reported]
         return max(0.0, min(due) - now) if due else None

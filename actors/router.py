@@ -123,7 +123,8 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         self.broker_session_timeout_ms = broker_session_timeout_ms or DEFAULT_BROKER_SESSION_TIMEOUT_MS
         self.broker_heartbeat_interval_ms = broker_heartbeat_interval_ms or DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS
         lease_ms(self.broker_session_timeout_ms, self.broker_heartbeat_interval_ms)  # refuses a bad pair
-        self._sessions = BrokerSessions(self.broker_session_timeout_ms, self.broker_heartbeat_interval_ms)
+        self._sessions = BrokerSessions(self.broker_session_timeout_ms, self.broker_heartbeat_interval_ms,
+                                        restarted=ray.get_runtime_context().was_current_actor_reconstructed)
         self._init_rebalance(auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
                              leader_imbalance_per_broker_percentage)
         self._init_drain()
@@ -166,10 +167,15 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
                 changed |= self._place(topic, p, t)
         if changed:
             self._save()
-        for node in self._alive:
-            self._warm.fill(node)  # activations there take a warm process, not a cold start
         here = ray.get_runtime_context().get_node_id()
         reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
+        for node in self._alive:
+            if reconstructed:
+                # the predecessor's prestarted workers wait in the raylets (kept a day): starting more
+                # now would load every node while the gateways wait for this router to answer
+                self._warm.assume_full(node)
+            else:
+                self._warm.fill(node)  # activations there take a warm process, not a cold start
         running = self._running_actor_names() if reconstructed else set()
         for topic, t in self._meta["topics"].items():
             for p in range(t["partitions"]):
@@ -180,6 +186,7 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
                     self._spawn(topic, p, t)  # its retention and compaction run in its actor
         self._claim_internal_folders(here)
         if reconstructed:
+            self._restore_brokers()
             self._stop_hibernated()  # a crash may have come between an actor's hibernation and its stop
             self._push_configs()  # a crash may have come between saving an alter and telling the partitions
         log.info("router up: %d topics from the %s (%s, revision %d)", len(self._meta["topics"]),
@@ -234,6 +241,45 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
     def _save(self) -> None:
         self._meta["producer_id_next"] = self._producer_id_limit
         self._store.save(self._meta)
+
+    def _save_later(self) -> None:
+        """Save soon without waiting for it (a change nobody is answered on, such as a registration)."""
+        def logged(f: asyncio.Future) -> None:
+            if not f.cancelled() and f.exception() is not None:
+                log.warning("router: saving the metadata failed: %s", f.exception())
+        asyncio.ensure_future(self._save_soon()).add_done_callback(logged)
+
+    def _restore_brokers(self) -> None:
+        """A router Ray restarted takes over its predecessor's broker registrations and gateway addresses
+        (as a KRaft controller reads them from the metadata log): gateways that heartbeat under their
+        epoch keep it, and Metadata and the replica fetchers know every gateway at once, not after
+        each registers again (``BrokerSessions.restore``)."""
+        self._sessions.restore(self._meta.get("brokers") or {})
+        for node, ep in (self._meta.get("gateways") or {}).items():
+            self._gateways.setdefault(node, (ep[0], int(ep[1])))
+        listeners = self.__dict__.setdefault("_listener_endpoints", {})
+        for node, eps in (self._meta.get("listener_endpoints") or {}).items():
+            listeners.setdefault(node, {name: (ep[0], int(ep[1])) for name, ep in eps.items()})
+
+    def _brokers_to_meta(self) -> bool:
+        """Put the broker registrations into the metadata (saved with the next save); True if they changed.
+        Called right after a fence, before any election acts on it, so every save that carries an election
+        carries the fence too (a successor must not continue a fenced registration)."""
+        registered = self._sessions.registrations()
+        if self._meta.get("brokers") == registered:
+            return False
+        self._meta["brokers"] = registered
+        return True
+
+    def _remember_endpoint(self, key: str, node_id: str, value: Any) -> None:
+        """A gateway's address(es) into the metadata, for a restarted router (``_restore_brokers``)."""
+        known = self._meta.setdefault(key, {})
+        if value is None:
+            if known.pop(node_id, None) is not None:
+                self._save_later()
+        elif known.get(node_id) != value:
+            known[node_id] = value
+            self._save_later()
 
     def _save_beside_loop(self) -> asyncio.Future:
         """The save as of now, written beside the event loop (``_save_soon``'s group commit)."""
@@ -743,11 +789,15 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         self._watching()
         self._rebalancing()  # leaders move only with gateways: followers fetch through them
         self._gateways[node_id] = (host, port)
+        self._remember_endpoint("gateways", node_id, [host, port])
 
     async def unregister_gateway(self, node_id: str) -> None:
         """A gateway stopped on purpose: its node's broker session ends without fencing the node."""
         self._gateways.pop(node_id, None)
         self._sessions.forget(node_id)
+        self._remember_endpoint("gateways", node_id, None)
+        if self._brokers_to_meta():
+            self._save_later()
 
     async def registered_gateway(self, node_id: str) -> tuple[str, int] | None:
         """A node's gateway endpoint as it registered, fenced or not: the port a restarted gateway

@@ -134,6 +134,8 @@ class NodeWatch:
         epoch = self._sessions.heartbeat(node_id, broker_epoch)  # NodeDeclaredDeadError for a node Ray declared dead
         if epoch != broker_epoch:
             log.info("router: broker on node %s registered, broker epoch %d", node_id[:8], epoch)
+        if self._brokers_to_meta():  # a new or continued registration: a successor continues it
+            self._save_later()
         return epoch
 
     def _electable(self) -> dict[str, str]:
@@ -148,6 +150,8 @@ class NodeWatch:
             now = time.monotonic()
             try:
                 lapsed = self._sessions.lapse()
+                if lapsed and self._brokers_to_meta():  # before any election acts on the fence
+                    self._save_later()
                 for node in lapsed:
                     log.warning("router: broker on node %s fenced (no heartbeat for %d ms) or, dead for Ray, past "
                                 "its last lease", node[:8], self.broker_session_timeout_ms)
@@ -182,6 +186,8 @@ class NodeWatch:
         for node in self._sessions.nodes():
             if node not in self._alive:
                 self._sessions.declare_dead(node)  # this node id never comes back; its last lease may still run
+        if self._brokers_to_meta():
+            self._save_later()
         async with self._lock:
             changed = False
             for topic, p in await self._elect_leaders():  # replicated partitions: failover from the ISR

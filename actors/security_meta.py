@@ -195,6 +195,8 @@ class SecurityMetadata:
     async def register_listeners(self, node_id: str, endpoints: dict[str, tuple[str, int]]) -> None:
         """A gateway's advertised address on each of its listeners (Metadata answers per listener)."""
         self.__dict__.setdefault("_listener_endpoints", {})[node_id] = dict(endpoints)
+        self._remember_endpoint("listener_endpoints", node_id,
+                                {name: [ep[0], int(ep[1])] for name, ep in endpoints.items()})
 
     async def listener_gateways(self, listener: str) -> dict[str, tuple[str, int]]:
         """{node id: (host, port)} of the alive gateways on ``listener``."""

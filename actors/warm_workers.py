@@ -50,6 +50,11 @@ class WarmWorkers:
             return 0
         return missing
 
+    def assume_full(self, node_id: str) -> None:
+        """Count a node's pool as full without asking (a restarted router: its predecessor filled it)."""
+        with self._lock:
+            self._warm[node_id] = self.size
+
     def took(self, node_id: str) -> None:
         """An actor was just created on ``node_id``: it took a warm worker, if there was one."""
         with self._lock:

@@ -369,9 +369,15 @@ class Cluster:
         return read
 
     def _feed_reset(self) -> None:
-        """The router's feed restarted: routes and views cached until now may be stale."""
-        self._routes.clear()
+        """The router's feed restarted (a router Ray restarted): routes and views cached until now may be
+        stale. The routes are asked again beside the traffic, not dropped: until the answers come the old
+        ones serve (a stale one is refused by its partition actor, then asked again), instead of every
+        request waiting for a router that is still busy starting (seconds of write gap after each router
+        restart on a loaded machine)."""
         self.closed.forget_all()
+        names = list(self._routes)
+        if names:
+            asyncio.ensure_future(self.refresh(names)).add_done_callback(ignore_outcome)
 
     async def _data_dir(self) -> str:
         return (await self.settings())["data_dir"]

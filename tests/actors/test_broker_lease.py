@@ -167,3 +167,55 @@ def test_a_lease_is_extended_only_while_it_still_runs():
     assert lease.extend(12.0) and lease.until == 14.5 and lease.broker_epoch == 1
     assert not lease.extend(14.5)  # ran out: a controller may have fenced the node since
     assert lease.until == 14.5 and not lease.valid(now=14.6)
+
+
+def test_a_restarted_controller_continues_a_registration_its_predecessor_persisted():
+    """KRaft keeps broker registrations in the metadata log: a controller's restart fences nobody, so a
+    gateway keeps its routes and lease (before, each got a new epoch, dropped every route and waited for
+    the restarted router: seconds of write gap after every router restart)."""
+    first = BrokerSessions(3000)
+    epoch = first.heartbeat("n1", -1, now=1.0)
+    persisted = first.registrations()
+    assert persisted == {"n1": epoch}
+    second = BrokerSessions(3000)  # the router, restarted by Ray
+    second.restore(persisted)
+    assert second.registrations() == {"n1": epoch}  # saved again before n1 is heard: still continued
+    assert second.heartbeat("n1", epoch, now=50.0) == epoch
+    assert second.heartbeat("n2", -1, now=50.0) != -1  # a node it never knew registers as before
+
+
+def test_a_registration_fenced_before_the_restart_is_not_continued():
+    first = BrokerSessions(3000)
+    w = Witness(first, 0.0)
+    epoch = first.heartbeat("n1", -1, now=0.0)
+    assert lapse(first, 3.5, w) == ["n1"]  # fenced: its partitions may be elected elsewhere now
+    persisted = first.registrations()
+    assert "n1" not in persisted  # what the router saves before any election acts on the fence
+    second = BrokerSessions(3000)
+    second.restore(persisted)
+    assert second.heartbeat("n1", epoch, now=10.0) != epoch  # registers again: what it knew is void
+
+
+def test_a_restored_registration_of_a_node_ray_declared_dead_is_dropped():
+    second = BrokerSessions(3000)
+    second.restore({"gone": 7})
+    assert second.nodes() == ["gone"]
+    second.declare_dead("gone", now=1.0)
+    assert second.registrations() == {}
+
+
+def test_a_restarted_controller_fences_nobody_during_its_restart_grace():
+    """Its start is the busiest moment of a loaded machine: a gateway late then is not fenced (its routes
+    dropped, its leaderships moved); once the grace is over, a silent node is fenced as before."""
+    sessions = BrokerSessions(3000, restarted=True)
+    sessions.serving(now=0.0)
+    w = Witness(sessions, 0.0)
+    sessions.heartbeat("n1", -1, now=0.0)
+    assert lapse(sessions, 5.0, w) == []  # silent 5 s, within the grace
+    assert sessions.next_lapse_in(now=5.0) >= 4.9  # the watch sleeps until the grace ends
+    assert lapse(sessions, 10.0, w) == ["n1"]
+    fresh = BrokerSessions(3000)  # a router that was not restarted: no grace
+    fresh.serving(now=0.0)
+    w2 = Witness(fresh, 0.0)
+    fresh.heartbeat("n1", -1, now=0.0)
+    assert lapse(fresh, 3.5, w2) == ["n1"]
