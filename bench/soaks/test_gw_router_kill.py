@@ -137,10 +137,10 @@ def test_a_router_sigkill_under_load_leaves_every_gateway_acknowledging_and_lose
     assert r["errors"] == []
     assert all(r["after_kill_%d" % p] > 0 for p in range(3)), r["gaps"]
     assert all(g is not None for g in r["gaps"].values()), r["gaps"]
-    # every node's gateway carried its lease through the restart (none did before: every partition's
-    # writes stopped 2.5 s into it, gaps of 5-22 s). How long the gaps are depends on how fast a loaded
-    # GCS answers (the figures are printed above and in docs/benchmarks.md), so they are not asserted
-    assert len(r["_carried"]) == 3, (r["gaps"], r["router_back_s"], r["_said"])
+    # issue 33: no acks=all write gap over 5 s while the router restarts. acks=all needs no lease while
+    # another replica confirms (PartitionActor._refuse_if_fenced); before, every write waited for the GCS
+    # to say "restarting" in time to carry the lease (gaps of 9-40 s on a loaded machine when it did not)
+    assert max(r["gaps"].values()) <= 5.0, (r["gaps"], r["router_back_s"], r["_carried"], r["_said"])
     for p in range(3):
         # a record acknowledged without an offset (a retry answered during the restart: librdkafka
         # reports none) must still be in the log exactly once
