@@ -13,7 +13,9 @@ the lease is what makes fencing safe without the zombie's cooperation:
   ``session_timeout_ms - heartbeat_interval_ms`` after it. Sending comes before arriving,
   and the lease is shorter than the session, so the broker stops before the controller may
   elect: there is never a moment with two acknowledging leaders (a stopped process, a
-  lost network, a slow router only shorten the lease, never stretch it).
+  lost network, a slow router only shorten the lease, never stretch it). ``acks=all`` writes
+  to a partition whose ISR holds another replica need no lease: the high watermark keeps a
+  replaced leader from acknowledging them, as in Kafka (``PartitionActor._refuse_if_fenced``).
 
 A node that heartbeats again after being fenced gets a new broker epoch (Kafka's
 re-registration): everything its gateway knew under the old one (routes, a lease) is void.
