@@ -18,7 +18,8 @@ from typing import Any, Awaitable, Callable, TypeVar
 
 import ray
 
-from logan_ray.common.errors import NotEnoughReplicasError, NotLeaderOrFollowerError, PartitionHibernatedError
+from logan_ray.common.errors import (BrokerFencedError, NotEnoughReplicasError, NotLeaderOrFollowerError,
+                                     PartitionHibernatedError)
 from logan_ray.storage.append_rules import check_client_batch
 from logan_ray.storage.batch_header import BatchHeader, iter_headers, validate_batch
 from logan_ray.storage.config import TopicConfig
@@ -263,7 +264,7 @@ class PartitionActor:
         Kafka; ``acks=0`` and ``acks=1``, which no other replica confirms, still stop with the lease."""
         if self._replication is not None and self._node_lease.lapsed() and not (
                 durable and self._replication.confirmed_by_others):
-            raise NotLeaderOrFollowerError(f"partition {self.topic}-{self.partition}: this node's broker lease "
+            raise BrokerFencedError(f"partition {self.topic}-{self.partition}: this node's broker lease "
                                            "with the controller ran out (fenced)")
 
     @in_use

@@ -8,6 +8,7 @@ imports nothing of Ray or of this package), the others in
 from __future__ import annotations
 
 from logan_ray.common.errors import (  # noqa: F401  (re-exported)
+    BrokerFencedError,
     CommitFailedError,
     DuplicateSequenceError,
     FencedInstanceIdError,

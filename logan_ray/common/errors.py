@@ -102,6 +102,13 @@ class NotLeaderOrFollowerError(LoganError):
     retriable = True
 
 
+class BrokerFencedError(NotLeaderOrFollowerError):
+    """This node's broker lease ran out (its gateway cannot reach the controller, or it was stopped):
+    NOT_LEADER_OR_FOLLOWER to the client, but the route is not stale. Asking the router again would not
+    help (and across a network cut it waits for the link); the node drops its routes when it registers
+    again under a new broker epoch."""
+
+
 class RequestTimedOutError(LoganError):
     code = 7  # REQUEST_TIMED_OUT
     retriable = True

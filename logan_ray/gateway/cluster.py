@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable, Iterable
 from logan_ray._ray import ACTOR_GONE
 from logan_ray.actors.channel import ChannelClosedError, ChannelLink
 from logan_ray.actors.names import broker_id
-from logan_ray.common.errors import PartitionHibernatedError
+from logan_ray.common.errors import BrokerFencedError, PartitionHibernatedError
 from logan_ray.protocol import errors as codes
 
 from .broker_identity import BrokerSecret
@@ -64,10 +64,14 @@ def record_errors(exc: BaseException) -> list[dict]:
 
 
 def is_stale_route(exc: BaseException) -> bool:
-    """True when the cached handle may point at an actor that no longer serves the partition."""
+    """True when the cached handle may point at an actor that no longer serves the partition. Not for a
+    node whose broker lease ran out (``BrokerFencedError``): its routes are void only once it registers
+    again, and asking the router meanwhile would wait for it (across a network cut, for the link)."""
     if _actor_gone(exc) or isinstance(exc, ChannelClosedError):
         return True
-    return error_code(exc) == codes.NOT_LEADER_OR_FOLLOWER
+    cause = getattr(exc, "cause", None) or exc
+    fenced = isinstance(cause, BrokerFencedError) or getattr(cause, "kind", None) == BrokerFencedError.__name__
+    return error_code(exc) == codes.NOT_LEADER_OR_FOLLOWER and not fenced
 
 
 #: Partition actor methods that change nothing: repeating one after any failure is harmless.

@@ -150,8 +150,9 @@ async def _append_group(gw: GatewayContext, name: str, index: int, group: list[_
         gw.cluster.board_waits.poke()  # Fetches waiting at this partition's old log end look now
         if lease is not None and not lease.valid(session):
             # this node's lease ran out during the append (stopped, cut off from the router): another
-            # leader may be elected by now, so this one must not acknowledge (a fenced Kafka broker)
-            gw.cluster.forget(name)
+            # leader may be elected by now, so this one must not acknowledge (a fenced Kafka broker). The
+            # route stays: it is dropped when the node registers again, and asking the router now would
+            # wait for it (across a network cut, every later request waited for the link)
             return [_fenced(index, name) for _ in group]
     except Exception as e:
         if is_stale_route(e):
