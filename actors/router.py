@@ -22,6 +22,7 @@ The router holds an exclusive lock on the data dir for as long as it runs.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
@@ -123,8 +124,10 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         self.broker_session_timeout_ms = broker_session_timeout_ms or DEFAULT_BROKER_SESSION_TIMEOUT_MS
         self.broker_heartbeat_interval_ms = broker_heartbeat_interval_ms or DEFAULT_BROKER_HEARTBEAT_INTERVAL_MS
         lease_ms(self.broker_session_timeout_ms, self.broker_heartbeat_interval_ms)  # refuses a bad pair
+        #: Ray restarted this router after a crash (its predecessor's actors, leases and registrations live on)
+        reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
         self._sessions = BrokerSessions(self.broker_session_timeout_ms, self.broker_heartbeat_interval_ms,
-                                        restarted=ray.get_runtime_context().was_current_actor_reconstructed)
+                                        restarted=reconstructed)
         self._init_rebalance(auto_leader_rebalance_enable, leader_imbalance_check_interval_seconds,
                              leader_imbalance_per_broker_percentage)
         self._init_drain()
@@ -168,7 +171,6 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
         if changed:
             self._save()
         here = ray.get_runtime_context().get_node_id()
-        reconstructed = ray.get_runtime_context().was_current_actor_reconstructed
         for node in self._alive:
             if reconstructed:
                 # the predecessor's prestarted workers wait in the raylets (kept a day): starting more
@@ -238,9 +240,13 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
                 if t["placement"][str(p)]["node_id"] == here and not os.path.isdir(directory):
                     claim(directory, t["topic_id"])
 
-    def _save(self) -> None:
+    def _submit_save(self) -> "concurrent.futures.Future":
+        """The metadata as of now, encoded here and written on the store's thread (``MetadataStore``)."""
         self._meta["producer_id_next"] = self._producer_id_limit
-        self._store.save(self._meta)
+        return self._store.submit(self._meta)
+
+    def _save(self) -> None:
+        self._submit_save().result()
 
     def _save_later(self) -> None:
         """Save soon without waiting for it (a change nobody is answered on, such as a registration)."""
@@ -283,8 +289,7 @@ class RouterActor(TopicAdmin, LeaderControl, LeaderRebalance, NodeDrain, Partiti
 
     def _save_beside_loop(self) -> asyncio.Future:
         """The save as of now, written beside the event loop (``_save_soon``'s group commit)."""
-        self._meta["producer_id_next"] = self._producer_id_limit
-        return asyncio.wrap_future(self._store.submit(self._meta))
+        return asyncio.wrap_future(self._submit_save())
 
     def _crash_point(self, step: str) -> None:
         """Test hook: die here by SIGKILL when a test asked for it (``set_crash_point``)."""

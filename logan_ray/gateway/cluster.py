@@ -69,9 +69,7 @@ def is_stale_route(exc: BaseException) -> bool:
     again, and asking the router meanwhile would wait for it (across a network cut, for the link)."""
     if _actor_gone(exc) or isinstance(exc, ChannelClosedError):
         return True
-    cause = getattr(exc, "cause", None) or exc
-    fenced = isinstance(cause, BrokerFencedError) or getattr(cause, "kind", None) == BrokerFencedError.__name__
-    return error_code(exc) == codes.NOT_LEADER_OR_FOLLOWER and not fenced
+    return error_code(exc) == codes.NOT_LEADER_OR_FOLLOWER and not raised(exc, BrokerFencedError)
 
 
 #: Partition actor methods that change nothing: repeating one after any failure is harmless.
@@ -80,10 +78,16 @@ READ_METHODS = frozenset({"locate", "fetch", "offsets", "wait_for_data", "offset
                           "diverging_epoch", "leader_epoch"})
 
 
+def raised(exc: BaseException, kind: type) -> bool:
+    """Did the partition actor raise ``kind``, whichever way the error came: a Ray task error carries the
+    actor's exception as ``.cause``, the channel its class name as ``.kind``."""
+    cause = getattr(exc, "cause", None) or exc
+    return isinstance(cause, kind) or getattr(cause, "kind", None) == kind.__name__
+
+
 def refused_by_hibernation(exc: BaseException) -> bool:
     """True when a partition actor refused the call because it hibernates (the call did nothing)."""
-    cause = getattr(exc, "cause", None) or exc  # a Ray task error carries the actor's exception as .cause
-    return isinstance(cause, PartitionHibernatedError) or getattr(exc, "kind", None) == PartitionHibernatedError.__name__
+    return raised(exc, PartitionHibernatedError)
 
 
 def ignore_outcome(fut: "asyncio.Future") -> None:
