@@ -740,17 +740,43 @@ def coordinator_nodes() -> list[str]:
     return sorted({n for n in leads if n is not None})
 
 
+#: a coordinator that cannot run where it was asked to: its node is gone (Ray declared it dead)
+_NODE_GONE = (ray.exceptions.ActorUnschedulableError, ray.exceptions.RayActorError)
+
+
 def ensure_group_coordinator(offsets_partitions: int | None = None, timeout: float = 120, **config: Any):
     """Create (or find) the coordinator of every node leading a partition of __consumer_offsets, apply
     ``config`` (GroupConfig fields), wait until each has replayed its partitions; returns this node's
-    (or, when this node leads none, the first one's) handle."""
+    (or, when this node leads none, the first one's) handle.
+
+    A node that leads some of those partitions but is gone for Ray (a lost head whose partitions the
+    controller has not moved yet, when a new head's broker starts) gets none: its partitions move to a
+    living node, whose coordinator starts when a group asks for it (``group_coordinator``). Before, the
+    start failed with ActorUnschedulableError (tests/multihost/test_ray_up.py, the head's loss)."""
     here = ray.get_runtime_context().get_node_id()
-    nodes = coordinator_nodes() or [here]
-    handles = {n: coordinator_on(n, config or None, offsets_partitions) for n in nodes}
-    if config:
-        ray.get([h.configure.remote(**config) for h in handles.values()], timeout=timeout)
-    ray.get([h.ready.remote() for h in handles.values()], timeout=timeout)
-    return handles.get(here) or handles[nodes[0]]
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = coordinator_nodes() or [here]
+        handles = {n: coordinator_on(n, config or None, offsets_partitions) for n in nodes}
+        gone: set[str] = set()
+        for method, kwargs in ((("configure", config),) if config else ()) + (("ready", {}),):
+            refs = {n: getattr(h, method).remote(**kwargs) for n, h in handles.items() if n not in gone}
+            for n, ref in refs.items():
+                try:
+                    ray.get(ref, timeout=max(0.1, deadline - time.monotonic()))
+                except _NODE_GONE:
+                    gone.add(n)
+        if not gone:
+            return handles.get(here) or handles[nodes[0]]
+        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        ready = [n for n in nodes if n not in gone]
+        if ready and not gone & alive:
+            log.warning("group coordinators: none on node(s) %s, gone for Ray; their groups follow their "
+                        "__consumer_offsets partitions to a living node", [n[:8] for n in sorted(gone)])
+            return handles.get(here) or handles[ready[0]]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no group coordinator started on node(s) {sorted(gone)} within {timeout} s")
+        time.sleep(1.0)  # a node Ray still counts alive (or every node gone): leadership moves, ask again
 
 
 def stop_group_coordinator() -> None:

@@ -379,3 +379,26 @@ def test_static_member_restart_keeps_its_partitions_without_rebalance(client, co
     assert len(b.revoked) == b_revocations  # b kept consuming throughout
     a2.stop()
     b.stop()
+
+
+def test_a_broker_starts_its_coordinators_when_a_node_leading_consumer_offsets_is_gone(client, coordinator,
+                                                                                      monkeypatch):
+    """A new head's broker starts while the controller still names the lost head as a leader of
+    __consumer_offsets partitions: before, ensure_group_coordinator failed the start with
+    ActorUnschedulableError (a coordinator pinned to a node Ray declared dead); now that node gets none."""
+    from logan_ray.actors import group_coordinator as gc
+    from logan_ray.actors.names import NAMESPACE
+
+    here = ray.get_runtime_context().get_node_id()
+    gone = "ab" * 28  # a node id Ray does not know: what it answers for a node it declared dead
+    monkeypatch.setattr(gc, "coordinator_nodes", lambda: [gone, here])
+    try:
+        started = time.monotonic()
+        handle = gc.ensure_group_coordinator(timeout=60)
+        assert time.monotonic() - started < 30
+        assert handle._actor_id == coordinator._actor_id  # this node's, the one already running
+    finally:
+        try:
+            ray.kill(ray.get_actor(gc.coordinator_name(gone), namespace=NAMESPACE), no_restart=True)
+        except ValueError:
+            pass
