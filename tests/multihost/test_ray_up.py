@@ -19,7 +19,9 @@ The network cut of a replicated partition's leader host (issue 17's fault tests)
 same cluster, between the consumer group and the host loss: tests/multihost/network_cut.py.
 The head's loss comes last: the head host is SIGKILLed, its data dir and /tmp wiped, and after its
 boot its start commands run again (``lose_the_head``); every acknowledged record of the network cut's
-RF 3 topic must be read back and no folder of the other hosts removed.
+RF 3 topic must be read back and no folder of the other hosts removed. An acks=all writer runs through
+the head's loss; each partition's longest write gap is printed (docs/benchmarks.md) and its history
+checked (tests/tooling/history_checks.py).
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import uuid
 
@@ -266,6 +269,60 @@ def start_redis(bed: TestBed, h) -> None:
     wait_for("Redis to listen", lambda: (h.ip, 6379) in bed.listeners(h), 15, 0.2)
 
 
+class SteadyWriter:
+    """An idempotent acks=all producer writing to every partition of a topic in turn at a steady rate, in a
+    thread, from before a fault until after it: when each record was acknowledged, to measure the write gap."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float = 60.0) -> None:
+        self.acked: dict[tuple[int, int], tuple] = {}
+        self.acked_at: dict[int, list[float]] = {p: [] for p in range(partitions)}
+        self.errors: list[str] = []
+        self._args, self._stop, self._abandoned = (bootstrap, topic, partitions, rate), threading.Event(), \
+            threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        bootstrap, topic, partitions, rate = self._args
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": True,
+                      "socket.timeout.ms": 4000, "message.timeout.ms": 600_000})
+
+        def report(err, msg):
+            if err is not None:
+                self.errors.append(str(err))
+            else:
+                self.acked[(msg.partition(), msg.offset())] = (msg.key(), msg.value())
+                self.acked_at[msg.partition()].append(time.monotonic())
+
+        i, start = 0, time.monotonic()
+        while not self._stop.is_set():
+            part = i % partitions
+            try:
+                p.produce(topic, b"steady-%d" % i, b"s%d" % part, partition=part, on_delivery=report)
+                i += 1
+            except BufferError:
+                pass
+            p.poll(max(0.0, start + i / rate - time.monotonic()))
+        while len(p) and p.flush(1) and not self._abandoned.is_set():
+            pass  # every record sent gets its answer (message.timeout.ms bounds it)
+        p.purge()
+
+    def stop(self) -> None:
+        """Stop sending and wait for the answer to every record sent."""
+        self._stop.set()
+        self._thread.join(660)
+
+    def abandon(self) -> None:
+        """Stop at once (the test failed): the bed is about to go away."""
+        self._abandoned.set()
+        self.stop()
+
+    def longest_gap(self, partition: int, since: float, until: float) -> float:
+        """The longest time without an acknowledgement on ``partition`` between ``since`` and ``until``."""
+        times = [since] + [t for t in self.acked_at[partition] if since < t < until] + [until]
+        return max(b - a for a, b in zip(times, times[1:]))
+
+
 def lose_the_head(bed: TestBed, cfg: dict, head, rf3: str, tmp_path) -> dict:
     """Issue 33: SIGKILL every process of the head host, wipe its disk (data dir and /tmp), boot it again and
     start the head as docs/deploy.md says. Ray's GCS comes back from Redis, the workers waited for it, the
@@ -275,6 +332,20 @@ def lose_the_head(bed: TestBed, cfg: dict, head, rf3: str, tmp_path) -> dict:
     out: dict = {}
     out["acked"] = produce(bootstrap, [(b"h%d" % i, b"before-head-%d" % i, None) for i in range(3000)], topic=rf3)
     out["folders"] = {h.name: sorted(os.listdir(h.data_dir)) for h in (h2, h3)}
+    md = metadata(bootstrap)
+    out["leaders_before"] = {p: bed.host(md.brokers[pm.leader].host).name for p, pm in md.topics[rf3].partitions.items()}
+    writer = SteadyWriter(bootstrap, rf3, len(out["leaders_before"]))  # writes through the head's loss
+    try:
+        return _lose_the_head(bed, cfg, head, rf3, writer, out)
+    except BaseException:
+        writer.abandon()
+        raise
+
+
+def _lose_the_head(bed: TestBed, cfg: dict, head, rf3: str, writer: SteadyWriter, out: dict) -> dict:
+    h2, h3 = [h for h in bed.hosts[:-1] if h is not head]
+    bootstrap = f"{h2.ip}:{PORT}"
+    time.sleep(3)
     bed.kill_host(head)
     t_kill = time.monotonic()
     for sub in (head.data_dir, os.path.join(head.dir, "tmp")):  # its disk is lost
@@ -288,7 +359,11 @@ def lose_the_head(bed: TestBed, cfg: dict, head, rf3: str, tmp_path) -> dict:
         # docs/deploy.md: the same start, without the launcher's autoscaler (its state went with the disk:
         # it would start the living workers again)
         done = bed.ssh(head, cmd.replace(" --autoscaling-config=~/ray_bootstrap_config.yaml", ""), timeout=240)
-        assert done.returncode == 0, f"{cmd}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}\n{bed_logs(bed)}"
+        if done.returncode != 0:
+            log_file = os.path.join(head.data_dir, "broker.log")
+            broker_log = open(log_file).read()[-4000:] if os.path.exists(log_file) else "(no broker.log)"
+            raise AssertionError(f"{cmd}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}\nbroker.log: {broker_log}\n"
+                                 f"{bed_logs(bed)}")
     out["head_start_s"] = time.monotonic() - t_boot
 
     admin = AdminClient({"bootstrap.servers": bootstrap})  # kept: a dropped client fails its futures
@@ -312,8 +387,15 @@ def lose_the_head(bed: TestBed, cfg: dict, head, rf3: str, tmp_path) -> dict:
     out["brokers"] = sorted(f"{b.host}:{b.port}" for b in md.brokers.values())
     out["leaders"] = {p: md.brokers[pm.leader].host for p, pm in md.topics[rf3].partitions.items()}
     out["after"] = produce(bootstrap, [(b"a%d" % i, b"after-head-%d" % i, None) for i in range(300)], topic=rf3)
+    t_end = time.monotonic()
+    writer.stop()
+    out["steady"], out["steady_errors"] = writer.acked, writer.errors[:3]
+    # the longest time without an acknowledgement per partition, from the kill until writes were back everywhere
+    out["gaps"] = {p: round(writer.longest_gap(p, t_kill, t_end), 1) for p in out["leaders_before"]}
+    out["first_ack_after_kill"] = {p: round(min((t for t in writer.acked_at[p] if t > t_kill), default=t_end) - t_kill,
+                                            1) for p in out["leaders_before"]}
     ends: dict[int, int] = {}
-    for p, off in list(out["acked"]) + list(out["after"]):
+    for p, off in list(out["acked"]) + list(out["after"]) + list(out["steady"]):
         ends[p] = max(ends.get(p, 0), off + 1)
     out["read"] = read_all(bootstrap, ends, topic=rf3)
     out["folders_after"] = {h.name: sorted(os.listdir(h.data_dir)) for h in (h2, h3)}
@@ -509,11 +591,18 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
         from network_cut import TOPIC as RF3
 
         head = lose_the_head(bed, cfg, h1, RF3, tmp_path)
-        summary = {k: v for k, v in head.items() if k not in ("acked", "after", "read")}
+        summary = {k: v for k, v in head.items() if k not in ("acked", "after", "read", "steady")}
         assert len(head["acked"]) == 3000 and len(head["after"]) == 300, summary
-        lost_records = [k for k, v in {**head["acked"], **head["after"]}.items() if head["read"].get(k) != v]
+        assert head["steady"], summary  # the steady writer's records acknowledged across the head's loss count too
+        lost_records = [k for k, v in {**head["acked"], **head["after"], **head["steady"]}.items()
+                        if head["read"].get(k) != v]
         assert lost_records == [], (len(lost_records), sorted(lost_records)[:3], sorted(lost_records)[-3:],
                                     sorted(k for k in head["read"] if k[0] == sorted(lost_records)[0][0])[-3:], summary)
+        everything = {**head["acked"], **head["after"], **head["steady"]}
+        for part in head["leaders_before"]:  # the Jepsen-style check: once each, at its offset, no gap
+            history = check_history([[o, v[1]] for (q, o), v in sorted(everything.items()) if q == part],
+                                    [[o, v[1]] for (q, o), v in sorted(head["read"].items()) if q == part])
+            assert history == [], (part, history[:5], summary)
         for name, before in head["folders"].items():  # no partition folder removed on the hosts that lived
             assert set(before) <= set(head["folders_after"][name]), (name, summary)
 
@@ -541,8 +630,10 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
               f"{cut['rejoined_s'] - cut['back_at_s']:.1f} s after the link returned, scenario {cut['total_s']:.0f} s; "
               f"host loss seen after {detect_s:.0f} s; back after {return_s:.0f} s; head lost with its disk for "
               f"{head['outage_s']:.0f} s: head started {head['head_start_s']:.0f} s after its boot, CreateTopics "
-              f"answered {head['admin_s']:.0f} s after its boot, {len(head['acked'])} + {len(head['after'])} records of "
-              f"{RF3} all read back", file=sys.stderr)
+              f"answered {head['admin_s']:.0f} s after its boot, {len(head['acked'])} + {len(head['after'])} + "
+              f"{len(head['steady'])} (written throughout) records of {RF3} all read back; longest write gap per "
+              f"partition (leader before): " + ", ".join(f"{p} ({head['leaders_before'][p]}) {g} s"
+                                                         for p, g in sorted(head["gaps"].items())), file=sys.stderr)
     finally:
         state_files += set(glob.glob(os.path.join(tempfile.gettempdir(), "ray-config-*"))) - caches_before
         for path in state_files:
