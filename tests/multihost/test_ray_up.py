@@ -279,8 +279,28 @@ class SteadyWriter:
         self.errors: list[str] = []
         self._args, self._stop, self._abandoned = (bootstrap, topic, partitions, rate), threading.Event(), \
             threading.Event()
+        #: partition -> [(monotonic time, leader's address or None)] each time Metadata named another leader
+        self.leaders: dict[int, list[tuple[float, str | None]]] = {p: [] for p in range(partitions)}
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
+        self._watch = threading.Thread(target=self._watch_leaders, daemon=True)
+        self._watch.start()
+
+    def _watch_leaders(self) -> None:
+        """What the clients are told: the leader Metadata names for each partition, twice a second."""
+        bootstrap, topic, _partitions, _rate = self._args
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        while not self._stop.is_set():
+            try:
+                md = admin.list_topics(topic, timeout=2)
+                for p, pm in md.topics[topic].partitions.items():
+                    b = md.brokers.get(pm.leader)
+                    leader = b.host if b is not None and pm.error is None else None
+                    if not self.leaders[p] or self.leaders[p][-1][1] != leader:
+                        self.leaders[p].append((time.monotonic(), leader))
+            except Exception:  # no answer now: ask again
+                pass
+            self._stop.wait(0.5)
 
     def _run(self) -> None:
         bootstrap, topic, partitions, rate = self._args
@@ -311,6 +331,7 @@ class SteadyWriter:
         """Stop sending and wait for the answer to every record sent."""
         self._stop.set()
         self._thread.join(660)
+        self._watch.join(10)
 
     def abandon(self) -> None:
         """Stop at once (the test failed): the bed is about to go away."""
@@ -394,6 +415,11 @@ def _lose_the_head(bed: TestBed, cfg: dict, head, rf3: str, writer: SteadyWriter
     out["gaps"] = {p: round(writer.longest_gap(p, t_kill, t_end), 1) for p in out["leaders_before"]}
     out["first_ack_after_kill"] = {p: round(min((t for t in writer.acked_at[p] if t > t_kill), default=t_end) - t_kill,
                                             1) for p in out["leaders_before"]}
+    # when Metadata named another leader, from the kill (the head's partitions: their election)
+    names = {h.ip: h.name for h in bed.hosts}
+    out["leader_changes"] = {p: [(round(t - t_kill, 1), names.get(ip, ip))
+                                 for t, ip in writer.leaders[p] if t > t_kill] for p in out["leaders_before"]}
+    out["head_boot_s"] = round(t_boot - t_kill, 1)
     ends: dict[int, int] = {}
     for p, off in list(out["acked"]) + list(out["after"]) + list(out["steady"]):
         ends[p] = max(ends.get(p, 0), off + 1)
@@ -633,7 +659,8 @@ def test_ray_up_serves_kafka_from_every_host_and_survives_a_host_loss(make_bed, 
               f"answered {head['admin_s']:.0f} s after its boot, {len(head['acked'])} + {len(head['after'])} + "
               f"{len(head['steady'])} (written throughout) records of {RF3} all read back; longest write gap per "
               f"partition (leader before): " + ", ".join(f"{p} ({head['leaders_before'][p]}) {g} s"
-                                                         for p, g in sorted(head["gaps"].items())), file=sys.stderr)
+                                                         for p, g in sorted(head["gaps"].items()))
+              + f"; leaders named after the kill (s, host): {head['leader_changes']}", file=sys.stderr)
     finally:
         state_files += set(glob.glob(os.path.join(tempfile.gettempdir(), "ray-config-*"))) - caches_before
         for path in state_files:
